@@ -1,0 +1,149 @@
+"""Rules of the collective linear-algebra instructions: operand kinds, orders and shapes of
+axpby, gemm, gemv, ger, hadamard and sum, and the scalar types of alpha and beta."""
+
+from __future__ import annotations
+
+from nanotc.check.context import CheckContext, is_scalar, unknown
+from nanotc.check.scalar_rules import rule
+from nanotc.diagnostics import ErrorKind
+from nanotc.ir.core import Instruction
+from nanotc.ir.instructions import (
+    Axpby,
+    BlasInstruction,
+    Gemm,
+    Gemv,
+    Ger,
+    Hadamard,
+    Sum,
+    Transpose,
+)
+from nanotc.ir.types import DYNAMIC, I1, Extent, MemRefType
+
+
+def compatible(a: Extent, b: Extent) -> bool:
+    return a is DYNAMIC or b is DYNAMIC or a == b
+
+
+def op_shape(t: MemRefType, trans: Transpose) -> tuple[Extent, ...]:
+    """Shape of op(X): transposed for `.t` on a matrix, unchanged otherwise."""
+    return t.shape[::-1] if trans is Transpose.T and t.order == 2 else t.shape
+
+
+def _operands_ok(inst: BlasInstruction, ctx: CheckContext, memrefs: tuple[str, ...]) -> bool:
+    """alpha and beta are scalars of one type, the rest memrefs; nothing boolean."""
+    fields = inst.fields
+    if unknown(fields["alpha"], fields["beta"], *(fields[m] for m in memrefs)):
+        return False
+    ok = True
+    for name in ("alpha", "beta"):
+        if not is_scalar(fields[name]):
+            ctx.error(ErrorKind.EXPECTED_SCALAR, inst, name)
+            ok = False
+    for name in memrefs:
+        if not isinstance(fields[name].type, MemRefType):
+            ctx.error(ErrorKind.EXPECTED_MEMREF, inst, name)
+            ok = False
+    if not ok:
+        return False
+    if fields["alpha"].type != fields["beta"].type:
+        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, "beta")
+        return False
+    if fields["alpha"].type == I1 or any(fields[m].type.element == I1 for m in memrefs):
+        ctx.error(ErrorKind.BOOL_UNSUPPORTED, inst)
+        return False
+    return True
+
+
+def _require_order(
+    inst: Instruction, ctx: CheckContext, name: str, orders: tuple[int, ...], kind: ErrorKind
+) -> bool:
+    if inst.fields[name].type.order in orders:
+        return True
+    ctx.error(kind, inst, name)
+    return False
+
+
+def _shapes_match(inst: Instruction, ctx: CheckContext, *pairs: tuple[Extent, Extent]) -> None:
+    if not all(compatible(a, b) for a, b in pairs):
+        ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
+
+
+@rule(Axpby)
+def _axpby(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Axpby)
+    if not _operands_ok(inst, ctx, ("a", "b")):
+        return
+    if not _require_order(inst, ctx, "a", (1, 2), ErrorKind.EXPECTED_VECTOR_OR_MATRIX):
+        return
+    a, b = op_shape(inst.a.type, inst.trans), inst.b.type.shape
+    if len(a) != len(b):
+        ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
+    else:
+        _shapes_match(inst, ctx, *zip(a, b))
+
+
+@rule(Gemm)
+def _gemm(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Gemm)
+    if not _operands_ok(inst, ctx, ("a", "b", "c")):
+        return
+    if not all(_require_order(inst, ctx, n, (2,), ErrorKind.EXPECTED_MATRIX) for n in "abc"):
+        return
+    m, k = op_shape(inst.a.type, inst.trans_a)
+    k2, n = op_shape(inst.b.type, inst.trans_b)
+    cm, cn = inst.c.type.shape
+    _shapes_match(inst, ctx, (k, k2), (m, cm), (n, cn))
+
+
+@rule(Gemv)
+def _gemv(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Gemv)
+    if not _operands_ok(inst, ctx, ("a", "b", "c")):
+        return
+    orders_ok = [
+        _require_order(inst, ctx, "a", (2,), ErrorKind.EXPECTED_MATRIX),
+        _require_order(inst, ctx, "b", (1,), ErrorKind.EXPECTED_VECTOR),
+        _require_order(inst, ctx, "c", (1,), ErrorKind.EXPECTED_VECTOR),
+    ]
+    if all(orders_ok):
+        m, k = op_shape(inst.a.type, inst.trans_a)
+        _shapes_match(inst, ctx, (k, inst.b.type.shape[0]), (m, inst.c.type.shape[0]))
+
+
+@rule(Ger)
+def _ger(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Ger)
+    if not _operands_ok(inst, ctx, ("a", "b", "c")):
+        return
+    orders_ok = [
+        _require_order(inst, ctx, "a", (1,), ErrorKind.EXPECTED_VECTOR),
+        _require_order(inst, ctx, "b", (1,), ErrorKind.EXPECTED_VECTOR),
+        _require_order(inst, ctx, "c", (2,), ErrorKind.EXPECTED_MATRIX),
+    ]
+    if all(orders_ok):
+        m, n = inst.c.type.shape
+        _shapes_match(inst, ctx, (inst.a.type.shape[0], m), (inst.b.type.shape[0], n))
+
+
+@rule(Hadamard)
+def _hadamard(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Hadamard)
+    if not _operands_ok(inst, ctx, ("a", "b", "c")):
+        return
+    if all(_require_order(inst, ctx, n, (1,), ErrorKind.EXPECTED_VECTOR) for n in "abc"):
+        (a,), (b,), (c,) = inst.a.type.shape, inst.b.type.shape, inst.c.type.shape
+        _shapes_match(inst, ctx, (a, c), (b, c))
+
+
+@rule(Sum)
+def _sum(inst: Instruction, ctx: CheckContext) -> None:
+    assert isinstance(inst, Sum)
+    if not _operands_ok(inst, ctx, ("a", "b")):
+        return
+    if not _require_order(inst, ctx, "a", (1, 2), ErrorKind.EXPECTED_VECTOR_OR_MATRIX):
+        return
+    if inst.a.type.order == 1:
+        _require_order(inst, ctx, "b", (0,), ErrorKind.EXPECTED_SCALAR_MEMREF)
+    elif _require_order(inst, ctx, "b", (1,), ErrorKind.EXPECTED_VECTOR):
+        rows = op_shape(inst.a.type, inst.trans)[0]
+        _shapes_match(inst, ctx, (rows, inst.b.type.shape[0]))

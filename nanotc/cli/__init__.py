@@ -1,0 +1,1 @@
+"""The `nanotc` command line."""
