@@ -5,6 +5,7 @@
     print(nanotc.dump(program))          # canonical text
 """
 
+from nanotc.api import Compilation, compile
 from nanotc.check import check, load, verify
 from nanotc.diagnostics import CompileError
 from nanotc.frontend.parser import parse
@@ -12,4 +13,14 @@ from nanotc.ir.printer import print_program as dump
 
 __version__ = "0.1.0"
 
-__all__ = ["CompileError", "__version__", "check", "dump", "load", "parse", "verify"]
+__all__ = [
+    "Compilation",
+    "CompileError",
+    "__version__",
+    "check",
+    "compile",
+    "dump",
+    "load",
+    "parse",
+    "verify",
+]

@@ -92,7 +92,9 @@ class ErrorKind(enum.Enum):
     EXPAND_TOO_SMALL = "Expand shape must have at least 2 entries"
     EXPAND_TOO_MANY_DYNAMIC = "At most one mode must be dynamic ('?')"
     EXPAND_PRODUCT = "Product of expand shape must equal mode size"
-    FUSE_ILLEGAL = "Modes cannot be fused: stride of mode {} must equal stride times size of mode {}"
+    FUSE_ILLEGAL = (
+        "Modes cannot be fused: stride of mode {} must equal stride times size of mode {}"
+    )
     ALLOCA_DYNAMIC = "Alloca requires a memref type with static shape and strides"
     # regions and control flow
     COLLECTIVE_IN_SPMD = "Collective instruction must not be called from SPMD region"

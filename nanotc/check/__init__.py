@@ -41,4 +41,6 @@ def load(text: str, name: str = "<memory>") -> Program:
 
 def _in_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     unique = list(dict.fromkeys(diagnostics))
-    return sorted(unique, key=lambda d: (d.range.begin.line, d.range.begin.column) if d.range else (0, 0))
+    return sorted(
+        unique, key=lambda d: (d.range.begin.line, d.range.begin.column) if d.range else (0, 0)
+    )

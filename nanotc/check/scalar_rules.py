@@ -119,7 +119,7 @@ def _check_indices(ctx: CheckContext, inst: Instruction, t: MemRefType | GroupTy
     if isinstance(t, MemRefType):
         for i, (v, size) in enumerate(zip(indices, t.shape)):
             k = static_int(v)
-            if k is not None and (k < 0 or size is not DYNAMIC and k >= size):
+            if k is not None and (k < 0 or (size is not DYNAMIC and k >= size)):
                 ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"indices[{i}]")
 
 
@@ -167,7 +167,7 @@ def _subview(inst: Instruction, ctx: CheckContext) -> None:
     for mode, (offset, size) in enumerate(zip(inst.offsets, inst.sizes)):
         start, extent = static_int(offset), static_int(size)
         where = f"offsets[{mode}]"
-        if start is not None and start < 0 or extent is not None and extent <= 0:
+        if (start is not None and start < 0) or (extent is not None and extent <= 0):
             ctx.error(ErrorKind.INVALID_SLICE, inst, where)
             continue
         bound = t.shape[mode]
@@ -198,7 +198,7 @@ def _expand(inst: Instruction, ctx: CheckContext) -> None:
     has_values = any(s is None for s, v in zip(statics, inst.shape) if not _wild(v))
     if has_values or known is DYNAMIC:
         return
-    if wildcards == 0 and known != mode_size or wildcards == 1 and mode_size % known != 0:
+    if (wildcards == 0 and known != mode_size) or (wildcards == 1 and mode_size % known != 0):
         ctx.error(ErrorKind.EXPAND_PRODUCT, inst)
 
 

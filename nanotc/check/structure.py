@@ -44,7 +44,10 @@ class StructureChecker:
 
     def attributes(self, func: Function) -> None:
         sink, wgs, sgs = self.ctx.sink, func.work_group_size, func.subgroup_size
-        wgs_loc, sgs_loc = func.attr_locs.get("work_group_size"), func.attr_locs.get("subgroup_size")
+        wgs_loc, sgs_loc = (
+            func.attr_locs.get("work_group_size"),
+            func.attr_locs.get("subgroup_size"),
+        )
         if sgs is not None and sgs not in SUBGROUP_SIZES:
             sink.error(ErrorKind.UNSUPPORTED_SUBGROUP_SIZE, sgs_loc, _listing(SUBGROUP_SIZES))
         if wgs is None:

@@ -44,16 +44,18 @@ class Token:
         return self.kind in (Tok.KEYWORD, Tok.SUFFIX, Tok.PUNCT) and self.text == text
 
 
+_TYPE_KEYWORDS = ("i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64")
 KEYWORDS = frozenset(
-    """func work_group_size subgroup_size void memref group strided offset x
-    i1 i8 i16 i32 i64 index f16 bf16 f32 f64 true false
-    alloca arith cast cmp expand fuse group_id group_size load size subview if else
-    for foreach axpby gemm gemv ger hadamard hadamard_product sum barrier lifetime_stop
-    yield store""".split()
+    (
+        *_TYPE_KEYWORDS,
+        *"func work_group_size subgroup_size void memref group strided offset x".split(),
+        *"true false alloca arith cast cmp expand fuse group_id group_size load size".split(),
+        *"subview if else for foreach axpby gemm gemv ger hadamard hadamard_product".split(),
+        *"sum barrier lifetime_stop yield store".split(),
+    )
 )
-_SCALAR_WORDS = sorted(("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"), key=len)[
-    ::-1
-]
+# Longest first, so that `i16x4` splits as `i16` `x` `4`, never `i1` `6`...
+_SCALAR_WORDS = sorted((t for t in _TYPE_KEYWORDS if t != "index"), key=len, reverse=True)
 _SHAPE_PIECE = re.compile("|".join([*_SCALAR_WORDS, r"x", r"\d+"]))
 _INT_MAX = (1 << 63) - 1
 

@@ -303,7 +303,9 @@ class Parser(TypeParser):
             where = types[0][1].to(types[-1][1]) if types else self.previous().range
             self.sink.error(ErrorKind.TYPE_LIST_LENGTH, where, len(entries), len(types))
         for i, (entry, (annotated, type_range)) in enumerate(zip(entries, types)):
-            self.annotate(state, name, i, entry, annotated, state.locs[f"{name}[{i}]"].to(type_range))
+            self.annotate(
+                state, name, i, entry, annotated, state.locs[f"{name}[{i}]"].to(type_range)
+            )
 
     def annotate(
         self,
@@ -353,7 +355,11 @@ class Parser(TypeParser):
             for i, entry in enumerate(listed):
                 if isinstance(entry, _Literal):
                     rule = f.const_type
-                    t = state.fields.get(rule, _attr_default(state.cls, rule)) if isinstance(rule, str) else rule
+                    t = (
+                        state.fields.get(rule, _attr_default(state.cls, rule))
+                        if isinstance(rule, str)
+                        else rule
+                    )
                     self.store_literal(state, f.name, i, self.literal(entry, t or INDEX))
 
     def attribute(self, f: AttrField) -> Any:

@@ -134,7 +134,9 @@ def operand(constants: ConstKind = ConstKind.NONE, const_type: ConstTypeRule = N
     return OperandField(constants=constants, const_type=const_type)
 
 
-def optional_operand(constants: ConstKind = ConstKind.NONE, const_type: ConstTypeRule = None) -> Any:
+def optional_operand(
+    constants: ConstKind = ConstKind.NONE, const_type: ConstTypeRule = None
+) -> Any:
     return OperandField(constants=constants, const_type=const_type, optional=True)
 
 

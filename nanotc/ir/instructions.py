@@ -38,7 +38,6 @@ from nanotc.ir.types import (
     Extent,
     GroupType,
     MemRefType,
-    ScalarType,
     Type,
     UnknownType,
     product,

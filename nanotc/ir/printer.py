@@ -224,7 +224,13 @@ def _print_slices(inst: Any, ref: Callable[[Value], str]) -> str:
 
 
 def _print_expand_shape(inst: Any, ref: Callable[[Value], str]) -> str:
-    return "x".join(ref(v) for v in inst.shape)
+    """Literals are glued (`2x8`); an identifier is spaced (`%n x ?`), because an identifier
+    may contain `x` and digits, so `%nx?` or `%nx4` would lex as a single identifier."""
+    out = ref(inst.shape[0])
+    for prev, value in zip(inst.shape, inst.shape[1:]):
+        spaced = not isinstance(prev, Constant) or not isinstance(value, Constant)
+        out += (" x " if spaced else "x") + ref(value)
+    return out
 
 
 def _wild(value: Value) -> bool:

@@ -76,7 +76,9 @@ class Optional:
         return first.text
 
 
-Element: TypeAlias = "Lit | OperandRef | ParamRef | TypeOf | TypesOf | AttrRef | RegionRef | Custom | Optional"
+Element: TypeAlias = (
+    "Lit | OperandRef | ParamRef | TypeOf | TypesOf | AttrRef | RegionRef | Custom | Optional"
+)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,9 @@ def memref_errors(t: MemRefType) -> list[ErrorKind]:
         errors.append(ErrorKind.INVALID_SHAPE)
     first_ok = not t.stride or t.stride[0] is DYNAMIC or t.stride[0] >= 1
     ordered = all(
-        prev_stride is DYNAMIC or prev_size is DYNAMIC or stride is DYNAMIC
+        prev_stride is DYNAMIC
+        or prev_size is DYNAMIC
+        or stride is DYNAMIC
         or prev_stride * prev_size <= stride
         for prev_stride, prev_size, stride in zip(t.stride, t.shape, t.stride[1:])
     )

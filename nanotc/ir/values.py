@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Value:
     """A typed SSA value. `name` is the identifier without `%` (None: numbered on print)."""
 
-    __slots__ = ("type", "name", "loc")
+    __slots__ = ("loc", "name", "type")
 
     def __init__(self, type: Type, name: str | None = None, loc: SourceRange | None = None):
         self.type = type
@@ -32,7 +32,7 @@ class Value:
 
 
 class OpResult(Value):
-    __slots__ = ("owner", "index")
+    __slots__ = ("index", "owner")
 
     def __init__(self, type: Type, owner: Instruction, index: int, name: str | None = None):
         super().__init__(type, name)
@@ -43,7 +43,7 @@ class OpResult(Value):
 class RegionParam(Value):
     """A value defined on entry to a region: a function argument or a loop variable."""
 
-    __slots__ = ("region", "index")
+    __slots__ = ("index", "region")
 
     def __init__(
         self, type: Type, region: Region, index: int, name: str | None, loc: SourceRange | None

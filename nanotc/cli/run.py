@@ -1,0 +1,146 @@
+"""`nanotc run`: launch a kernel on random data, optionally validate it, report its speed.
+
+Arguments are made from the kernel's signature: float scalars and all arrays random
+(Fortran order, so default layouts match), integer scalars and every dynamic size from
+`--size NAME=VALUE` (NAME is a scalar parameter, or PARAM.MODE for a dynamic mode size of a
+memref or group member), groups as one array whose last axis is the group. A dynamic size or
+integer scalar not given is an error that names it: guessing sizes could make the kernel
+index out of bounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nanotc.ir.core import Function
+from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type
+from nanotc.runtime.arguments import numpy_dtype
+from nanotc.transforms.flops import flops_per_group
+
+
+class RunError(Exception):
+    """A problem with the command line of `nanotc run` (not with the program)."""
+
+
+def parse_sizes(items: Sequence[str]) -> dict[str, int]:
+    sizes = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            sizes[name.lstrip("%")] = int(value)
+        except ValueError:
+            raise RunError(f"--size {item!r}: expected NAME=INTEGER") from None
+    return sizes
+
+
+def make_arguments(
+    func: Function, group_size: int, sizes: Mapping[str, int], rng: np.random.Generator
+) -> list[Any]:
+    args = []
+    for param in func.arguments:
+        name = param.name or str(param.index)
+        args.append(_argument(name, param.type, group_size, sizes, rng))
+    unused = set(sizes) - _size_names(func)
+    if unused:
+        raise RunError(
+            f"--size names no dynamic size or integer parameter: {', '.join(sorted(unused))}"
+        )
+    return args
+
+
+def _size_names(func: Function) -> set[str]:
+    names = set()
+    for p in func.arguments:
+        t = p.type
+        memref = t.memref if isinstance(t, GroupType) else t
+        if isinstance(memref, MemRefType):
+            names.update(f"{p.name}.{m}" for m in memref.dynamic_shape_modes)
+        elif isinstance(t, ScalarType):
+            names.add(p.name or "")
+    return names
+
+
+def _argument(
+    name: str, t: Type, groups: int, sizes: Mapping[str, int], rng: np.random.Generator
+) -> Any:
+    if isinstance(t, ScalarType):
+        if name in sizes:
+            return numpy_dtype(t).type(sizes[name])
+        if t.is_int:
+            raise RunError(f"integer parameter %{name} needs a value: --size {name}=VALUE")
+        return numpy_dtype(t).type(rng.uniform(-1, 1))
+    if isinstance(t, MemRefType):
+        return random_array(t, _shape(name, t, sizes), rng)
+    assert isinstance(t, GroupType)
+    return random_array(t.memref, (*_shape(name, t.memref, sizes), groups), rng)
+
+
+def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    shape = []
+    for mode, size in enumerate(t.shape):
+        if size is None:
+            key = f"{name}.{mode}"
+            if key not in sizes:
+                raise RunError(
+                    f"dynamic size of mode {mode} of %{name} needs a value: --size {key}=VALUE"
+                )
+            size = sizes[key]
+        shape.append(size)
+    return tuple(shape)
+
+
+def random_array(t: MemRefType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    dtype = numpy_dtype(t.element)
+    if t.element.is_float:
+        data = rng.uniform(-1, 1, size=shape)
+    elif t.element is ScalarType.I1:
+        data = rng.integers(0, 2, size=shape)
+    else:
+        data = rng.integers(-8, 8, size=shape)
+    return np.asfortranarray(data.astype(dtype))
+
+
+@dataclass(frozen=True)
+class Timing:
+    median: float
+    best: float
+    runs: int
+
+
+def time_launches(launch: Any, repeat: int) -> Timing:
+    launch()  # warm-up: first touch of memory, thread pool start
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        launch()
+        times.append(time.perf_counter() - start)
+    return Timing(statistics.median(times), min(times), repeat)
+
+
+def total_flops(func: Function, group_size: int, args: Sequence[Any]) -> int | None:
+    shapes = {id(p): a.shape for p, a in zip(func.arguments, args) if isinstance(a, np.ndarray)}
+    per_group = flops_per_group(func, shapes)
+    return None if per_group is None else per_group * group_size
+
+
+def compare_outputs(
+    func: Function, native: Sequence[Any], reference: Sequence[Any]
+) -> list[tuple[str, float, bool]]:
+    """Per array parameter: (name, max relative error, within tolerance)."""
+    report = []
+    for p, got, want in zip(func.arguments, native, reference):
+        if not isinstance(got, np.ndarray):
+            continue
+        a, b = got.astype(np.float64), want.astype(np.float64)
+        scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
+        error = float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+        tolerance = 1e-4 if got.dtype.itemsize <= 4 else 1e-10
+        ok = bool(np.array_equal(np.isnan(a), np.isnan(b))) and error <= tolerance
+        report.append((p.name or "?", error, ok))
+    return report

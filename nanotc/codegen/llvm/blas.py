@@ -1,0 +1,323 @@
+"""Collective linear algebra as plain loop nests: axpby, gemm, gemv, ger, hadamard, sum.
+
+This is the always-correct lowering (the GEMM nanokernels of `nanotc.lowering` replace it
+where they apply). Every output element is written once by `write_output`, which owns the
+alpha/beta semantics:
+
+- the compute type is the output's element type (f32 for f16/bf16 outputs); inputs, alpha
+  and beta are converted to it first and the result is converted back on store;
+- beta = 0 never reads the output: a literal 0 selects the store-only form, a run-time beta
+  branches once per instruction between the two forms, never per element;
+- `.atomic` makes each element update an atomic read-modify-write (atomicrmw add for beta 1,
+  a compare-exchange loop for any other beta, an atomic store for beta 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
+from nanotc.codegen.llvm.helpers import convert, for_range, load_scalar, memref_element
+from nanotc.codegen.llvm.scalar import binary
+from nanotc.codegen.llvm.types import I64, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.ir.instructions import (
+    Axpby,
+    BinaryOp,
+    BlasInstruction,
+    Gemm,
+    Gemv,
+    Ger,
+    Hadamard,
+    Sum,
+    Transpose,
+)
+from nanotc.ir.types import ScalarType
+from nanotc.ir.values import Constant
+
+
+def compute_type(output: ScalarType) -> ScalarType:
+    return ScalarType.F32 if output in (ScalarType.F16, ScalarType.BF16) else output
+
+
+@dataclass(frozen=True)
+class OutputUpdate:
+    """How one output element is written: out := alpha * x + beta * out."""
+
+    element: ScalarType
+    compute: ScalarType
+    alpha: ir.Value
+    beta: ir.Value | None  # None: beta is zero and the output is not read
+    beta_is_one: bool
+    atomic: bool
+
+
+def with_output_update(
+    e: FunctionEmitter,
+    inst: BlasInstruction,
+    output: MemrefValue,
+    nest: Callable[[OutputUpdate], None],
+) -> None:
+    """Emit `nest` once per beta case (one branch on a run-time beta, outside the loops)."""
+    element = output.type.element
+    ct = compute_type(element)
+    alpha = convert(e.b, e.value(inst.alpha), inst.alpha.type, ct)
+    beta_operand = inst.fields["beta"]
+    atomic = bool(inst.fields["atomic"])
+
+    def update(beta: ir.Value | None, one: bool = False) -> OutputUpdate:
+        return OutputUpdate(element, ct, alpha, beta, one, atomic)
+
+    if isinstance(beta_operand, Constant):
+        if beta_operand.value == 0:
+            nest(update(None))
+        else:
+            beta = convert(e.b, e.value(beta_operand), beta_operand.type, ct)
+            nest(update(beta, beta_operand.value == 1))
+        return
+    beta = convert(e.b, e.value(beta_operand), beta_operand.type, ct)
+    zero = ir.Constant(beta.type, 0)
+    is_zero = (
+        e.b.fcmp_ordered("==", beta, zero) if ct.is_float else e.b.icmp_signed("==", beta, zero)
+    )
+    with e.b.if_else(is_zero) as (then, otherwise):
+        with then:
+            nest(update(None))
+        with otherwise:
+            nest(update(beta))
+
+
+def write_output(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, x: ir.Value) -> None:
+    ax = binary(b, BinaryOp.MUL, u.compute, u.alpha, x)
+    if u.beta is None:
+        value = _to_memory(b, convert(b, ax, u.compute, u.element), u.element)
+        if u.atomic:
+            b.store_atomic(value, ptr, "monotonic", u.element.size)
+        else:
+            b.store(value, ptr)
+    elif not u.atomic:
+        old = convert(b, load_scalar(b, ptr, u.element), u.element, u.compute)
+        new = binary(b, BinaryOp.ADD, u.compute, ax, _scaled(b, u, old))
+        b.store(_to_memory(b, convert(b, new, u.compute, u.element), u.element), ptr)
+    elif u.beta_is_one and u.element == u.compute and u.element.bits >= 32:
+        b.atomic_rmw("fadd" if u.compute.is_float else "add", ptr, ax, "monotonic")
+    else:
+        _compare_exchange_update(b, u, ptr, ax)
+
+
+def _scaled(b: ir.IRBuilder, u: OutputUpdate, old: ir.Value) -> ir.Value:
+    assert u.beta is not None
+    return old if u.beta_is_one else binary(b, BinaryOp.MUL, u.compute, u.beta, old)
+
+
+def _to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
+    return b.zext(value, memory_type(t)) if t is ScalarType.I1 else value
+
+
+def _compare_exchange_update(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, ax: ir.Value) -> None:
+    """out := ax + beta*out as a compare-exchange loop on the element's bits."""
+    mem = memory_type(u.element)
+    bits = ir.IntType(max(8, u.element.bits))
+    first = b.load_atomic(ptr, "monotonic", u.element.size, typ=bits)
+    entry = b.block
+    loop = b.append_basic_block("cas.loop")
+    done = b.append_basic_block("cas.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    seen = b.phi(bits)
+    seen.add_incoming(first, entry)
+    old_mem = seen if mem == bits else b.bitcast(seen, mem)
+    old_reg = (
+        b.icmp_unsigned("!=", old_mem, ir.Constant(mem, 0))
+        if u.element is ScalarType.I1
+        else old_mem
+    )
+    old = convert(b, old_reg, u.element, u.compute)
+    new = binary(b, BinaryOp.ADD, u.compute, ax, _scaled(b, u, old))
+    new_mem = _to_memory(b, convert(b, new, u.compute, u.element), u.element)
+    new_bits = new_mem if mem == bits else b.bitcast(new_mem, bits)
+    pair = b.cmpxchg(ptr, seen, new_bits, "monotonic", "monotonic")
+    seen.add_incoming(b.extract_value(pair, 0), b.block)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+
+
+# -- element access ---------------------------------------------------------------------------
+
+
+def read(b: ir.IRBuilder, m: MemrefValue, indices: list[Dim], ct: ScalarType) -> ir.Value:
+    return convert(
+        b, load_scalar(b, memref_element(b, m, indices), m.type.element), m.type.element, ct
+    )
+
+
+def op_index(trans: Transpose, m: MemrefValue, i: Dim, j: Dim) -> list[Dim]:
+    """Indices of element (i, j) of op(m)."""
+    return [j, i] if trans is Transpose.T else [i, j]
+
+
+def op_shape(trans: Transpose, m: MemrefValue) -> tuple[Dim, Dim]:
+    rows, cols = m.shape
+    return (cols, rows) if trans is Transpose.T else (rows, cols)
+
+
+def reduction(
+    b: ir.IRBuilder, count: Dim, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value]
+) -> ir.Value:
+    """acc = init; for k < count: acc = step(k, acc); the final acc."""
+    pre = b.block
+    header = b.append_basic_block("red.header")
+    body = b.append_basic_block("red.body")
+    exit_ = b.append_basic_block("red.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(I64, name="k")
+    acc = b.phi(init.type, name="acc")
+    k.add_incoming(const(0), pre)
+    acc.add_incoming(init, pre)
+    b.cbranch(b.icmp_signed("<", k, const(count) if isinstance(count, int) else count), body, exit_)
+    b.position_at_end(body)
+    new_acc = step(k, acc)
+    k.add_incoming(b.add(k, const(1)), b.block)
+    acc.add_incoming(new_acc, b.block)
+    b.branch(header)
+    b.position_at_end(exit_)
+    return acc
+
+
+def _zero(ct: ScalarType) -> ir.Constant:
+    return ir.Constant(register_type(ct), 0)
+
+
+def _mul_add(b: ir.IRBuilder, ct: ScalarType, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    return binary(b, BinaryOp.ADD, ct, acc, binary(b, BinaryOp.MUL, ct, x, y))
+
+
+# -- the instructions ---------------------------------------------------------------------------
+
+
+@emits(Axpby)
+def _axpby(e: FunctionEmitter, inst: Axpby) -> None:
+    a: MemrefValue = e.value(inst.a)
+    out: MemrefValue = e.value(inst.b)
+    b = e.b
+
+    def nest(u: OutputUpdate) -> None:
+        if out.type.order == 1:
+            with for_range(b, 0, out.shape[0]) as i:
+                write_output(b, u, memref_element(b, out, [i]), read(b, a, [i], u.compute))
+            return
+        with for_range(b, 0, out.shape[1], name="j") as j, for_range(b, 0, out.shape[0]) as i:
+            x = read(b, a, op_index(inst.trans, a, i, j), u.compute)
+            write_output(b, u, memref_element(b, out, [i, j]), x)
+
+    with_output_update(e, inst, out, nest)
+
+
+@emits(Gemm)
+def _gemm(e: FunctionEmitter, inst: Gemm) -> None:
+    a: MemrefValue = e.value(inst.a)
+    bm: MemrefValue = e.value(inst.b)
+    c: MemrefValue = e.value(inst.c)
+    b = e.b
+    depth = op_shape(inst.trans_a, a)[1]
+
+    def nest(u: OutputUpdate) -> None:
+        ct = u.compute
+        with for_range(b, 0, c.shape[1], name="j") as j, for_range(b, 0, c.shape[0]) as i:
+
+            def step(k: ir.Value, acc: ir.Value) -> ir.Value:
+                x = read(b, a, op_index(inst.trans_a, a, i, k), ct)
+                y = read(b, bm, op_index(inst.trans_b, bm, k, j), ct)
+                return _mul_add(b, ct, acc, x, y)
+
+            write_output(b, u, memref_element(b, c, [i, j]), reduction(b, depth, _zero(ct), step))
+
+    with_output_update(e, inst, c, nest)
+
+
+@emits(Gemv)
+def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
+    a: MemrefValue = e.value(inst.a)
+    x: MemrefValue = e.value(inst.b)
+    out: MemrefValue = e.value(inst.c)
+    b = e.b
+    depth = op_shape(inst.trans_a, a)[1]
+
+    def nest(u: OutputUpdate) -> None:
+        ct = u.compute
+        with for_range(b, 0, out.shape[0]) as i:
+
+            def step(k: ir.Value, acc: ir.Value) -> ir.Value:
+                aik = read(b, a, op_index(inst.trans_a, a, i, k), ct)
+                return _mul_add(b, ct, acc, aik, read(b, x, [k], ct))
+
+            write_output(b, u, memref_element(b, out, [i]), reduction(b, depth, _zero(ct), step))
+
+    with_output_update(e, inst, out, nest)
+
+
+@emits(Ger)
+def _ger(e: FunctionEmitter, inst: Ger) -> None:
+    x: MemrefValue = e.value(inst.a)
+    y: MemrefValue = e.value(inst.b)
+    out: MemrefValue = e.value(inst.c)
+    b = e.b
+
+    def nest(u: OutputUpdate) -> None:
+        ct = u.compute
+        with for_range(b, 0, out.shape[1], name="j") as j:
+            yj = read(b, y, [j], ct)
+            with for_range(b, 0, out.shape[0]) as i:
+                xy = binary(b, BinaryOp.MUL, ct, read(b, x, [i], ct), yj)
+                write_output(b, u, memref_element(b, out, [i, j]), xy)
+
+    with_output_update(e, inst, out, nest)
+
+
+@emits(Hadamard)
+def _hadamard(e: FunctionEmitter, inst: Hadamard) -> None:
+    x: MemrefValue = e.value(inst.a)
+    y: MemrefValue = e.value(inst.b)
+    out: MemrefValue = e.value(inst.c)
+    b = e.b
+
+    def nest(u: OutputUpdate) -> None:
+        ct = u.compute
+        with for_range(b, 0, out.shape[0]) as i:
+            xy = binary(b, BinaryOp.MUL, ct, read(b, x, [i], ct), read(b, y, [i], ct))
+            write_output(b, u, memref_element(b, out, [i]), xy)
+
+    with_output_update(e, inst, out, nest)
+
+
+@emits(Sum)
+def _sum(e: FunctionEmitter, inst: Sum) -> None:
+    a: MemrefValue = e.value(inst.a)
+    out: MemrefValue = e.value(inst.b)
+    b = e.b
+
+    def add(ct: ScalarType) -> Callable[[ir.Value, ir.Value], ir.Value]:
+        return lambda x, acc: binary(b, BinaryOp.ADD, ct, acc, x)
+
+    def nest(u: OutputUpdate) -> None:
+        ct = u.compute
+        if a.type.order == 1:
+            total = reduction(
+                b, a.shape[0], _zero(ct), lambda k, acc: add(ct)(read(b, a, [k], ct), acc)
+            )
+            write_output(b, u, memref_element(b, out, []), total)
+            return
+        rows, cols = op_shape(inst.trans, a)
+        with for_range(b, 0, rows) as i:
+            row_sum = reduction(
+                b,
+                cols,
+                _zero(ct),
+                lambda k, acc: add(ct)(read(b, a, op_index(inst.trans, a, i, k), ct), acc),
+            )
+            write_output(b, u, memref_element(b, out, [i]), row_sum)
+
+    with_output_update(e, inst, out, nest)

@@ -1,0 +1,91 @@
+"""Emission of one kernel body: the value map, region walking and the dispatch table.
+
+Each instruction family registers its emitter with `@emits(Class, ...)` in its own module
+(scalar, memory, control, blas). LLVM values are named after the SSA names of the program so
+that `--emit llvm` stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from nanotc.codegen.llvm.types import Dim, const, register_type
+from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.instructions import Yield
+from nanotc.ir.types import ScalarType
+from nanotc.ir.values import Constant, Value
+
+EmitFn = Callable[["FunctionEmitter", Any], None]
+EMITTERS: dict[type[Instruction], EmitFn] = {}
+
+
+def emits(*classes: type[Instruction]) -> Callable[[EmitFn], EmitFn]:
+    def register(fn: EmitFn) -> EmitFn:
+        for cls in classes:
+            EMITTERS[cls] = fn
+        return fn
+
+    return register
+
+
+@dataclass
+class KernelState:
+    """Per-kernel values every emitter may need."""
+
+    group_id: ir.Value
+    group_size: ir.Value
+    entry: ir.IRBuilder  # positioned in the entry block, for hoisted stack allocations
+    scratch: ir.Value | None = None  # per-launch-chunk heap area for large allocas
+    scratch_offsets: dict[int, int] = field(default_factory=dict)  # id(alloca) -> byte offset
+
+
+class FunctionEmitter:
+    def __init__(self, func: Function, builder: ir.IRBuilder, state: KernelState):
+        self.func = func
+        self.b = builder
+        self.state = state
+        self.values: dict[int, Any] = {}
+
+    # -- values ----------------------------------------------------------------------------
+    def define(self, value: Value, emitted: Any) -> None:
+        if isinstance(emitted, ir.NamedValue) and value.name and not emitted.name:
+            emitted.name = value.name
+        self.values[id(value)] = emitted
+
+    def value(self, v: Value) -> Any:
+        if isinstance(v, Constant):
+            assert isinstance(v.type, ScalarType) and v.value is not None
+            return ir.Constant(register_type(v.type), v.value)
+        return self.values[id(v)]
+
+    def dim(self, v: Value) -> Dim:
+        """An index operand: a Python int when it is a literal (so arithmetic folds)."""
+        if isinstance(v, Constant):
+            assert isinstance(v.value, int)
+            return v.value
+        return self.values[id(v)]
+
+    def index_value(self, v: Value) -> ir.Value:
+        d = self.dim(v)
+        return const(d) if isinstance(d, int) else d
+
+    # -- regions ---------------------------------------------------------------------------
+    def region(self, region: Region, params: Sequence[ir.Value] = ()) -> list[ir.Value]:
+        """Emit a region's instructions; returns the values its final `yield` gives."""
+        for param, emitted in zip(region.params, params):
+            self.define(param, emitted)
+        for inst in region.instructions:
+            if isinstance(inst, Yield):
+                return [self.value(v) for v in inst.values]
+            self.instruction(inst)
+        return []
+
+    def instruction(self, inst: Instruction) -> None:
+        emit = EMITTERS.get(type(inst))
+        if emit is None:
+            raise NotImplementedError(f"no LLVM emitter for {inst.name}")
+        emit(self, inst)

@@ -1,0 +1,146 @@
+"""Small emission helpers shared by all instruction families: index arithmetic that folds
+static values, element addressing, the one loop helper, and scalar conversions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from nanotc.codegen.llvm.types import I8, I64, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.ir.types import ScalarType
+
+
+def as_value(b: ir.IRBuilder, x: Dim) -> ir.Value:
+    return const(x) if isinstance(x, int) else x
+
+
+def mul(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
+    if isinstance(x, int) and isinstance(y, int):
+        return x * y
+    if x == 1:
+        return y
+    if y == 1:
+        return x
+    if x == 0 or y == 0:
+        return 0
+    return b.mul(as_value(b, x), as_value(b, y))
+
+
+def add(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
+    if isinstance(x, int) and isinstance(y, int):
+        return x + y
+    if x == 0:
+        return y
+    if y == 0:
+        return x
+    return b.add(as_value(b, x), as_value(b, y))
+
+
+def sub(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
+    if isinstance(x, int) and isinstance(y, int):
+        return x - y
+    if y == 0:
+        return x
+    return b.sub(as_value(b, x), as_value(b, y))
+
+
+def div(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
+    """Exact division of extents (the checker guarantees divisibility where it is static)."""
+    if isinstance(x, int) and isinstance(y, int):
+        return x // y
+    if y == 1:
+        return x
+    return b.sdiv(as_value(b, x), as_value(b, y))
+
+
+def linear_offset(b: ir.IRBuilder, indices: Sequence[Dim], strides: Sequence[Dim]) -> Dim:
+    total: Dim = 0
+    for i, s in zip(indices, strides):
+        total = add(b, total, mul(b, i, s))
+    return total
+
+
+def element_ptr(b: ir.IRBuilder, ptr: ir.Value, element: ScalarType, offset: Dim) -> ir.Value:
+    if offset == 0:
+        return ptr
+    return b.gep(ptr, [as_value(b, offset)], source_etype=memory_type(element), inbounds=True)
+
+
+def memref_element(b: ir.IRBuilder, m: MemrefValue, indices: Sequence[Dim]) -> ir.Value:
+    return element_ptr(b, m.ptr, m.type.element, linear_offset(b, indices, m.stride))
+
+
+def load_scalar(b: ir.IRBuilder, ptr: ir.Value, t: ScalarType) -> ir.Value:
+    value = b.load(ptr, typ=memory_type(t))
+    return b.icmp_unsigned("!=", value, const(0, I8)) if t is ScalarType.I1 else value
+
+
+def store_scalar(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, t: ScalarType) -> None:
+    b.store(b.zext(value, I8) if t is ScalarType.I1 else value, ptr)
+
+
+@contextmanager
+def for_range(
+    b: ir.IRBuilder, start: Dim, stop: Dim, step: Dim = 1, name: str = "i", type: ir.Type = I64
+) -> Iterator[ir.Value]:
+    """Emit `for (v = start; v < stop; v += step)` (signed); the body goes in the with-block."""
+    start_v = start if isinstance(start, ir.Value) else ir.Constant(type, start)
+    stop_v = stop if isinstance(stop, ir.Value) else ir.Constant(type, stop)
+    step_v = step if isinstance(step, ir.Value) else ir.Constant(type, step)
+    pre = b.block
+    header = b.append_basic_block(f"{name}.header")
+    body = b.append_basic_block(f"{name}.body")
+    exit_ = b.append_basic_block(f"{name}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    var = b.phi(type, name=name)
+    var.add_incoming(start_v, pre)
+    b.cbranch(b.icmp_signed("<", var, stop_v), body, exit_)
+    b.position_at_end(body)
+    yield var
+    latch = b.block
+    var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+
+
+def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
+    """Scalar conversion with the language's semantics (docs/language.md, casts)."""
+    if src == dst or (register_type(src) == register_type(dst) and src.is_int == dst.is_int):
+        return value
+    to = register_type(dst)
+    if src.is_int and dst.is_int:
+        if dst is ScalarType.I1:
+            return b.icmp_signed("!=", value, ir.Constant(value.type, 0))
+        if src is ScalarType.I1:
+            return b.zext(value, to)
+        return b.trunc(value, to) if src.bits > dst.bits else b.sext(value, to)
+    if src.is_int:
+        return b.uitofp(value, to) if src is ScalarType.I1 else b.sitofp(value, to)
+    if dst is ScalarType.I1:
+        return b.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
+    if dst.is_int:
+        return fptosi_sat(b, value, to)
+    return b.fpext(value, to) if src.bits < dst.bits else b.fptrunc(value, to)
+
+
+def fptosi_sat(b: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value:
+    """Float to int, saturating at the type's bounds, NaN to 0."""
+    module = b.module
+    name = f"llvm.fptosi.sat.i{to.width}.{_float_suffix(value.type)}"
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(to, [value.type]), name)
+    return b.call(fn, [value])
+
+
+def _float_suffix(t: ir.Type) -> str:
+    return {"half": "f16", "float": "f32", "double": "f64"}[str(t)]
+
+
+def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Value]) -> ir.Value:
+    module = b.module
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return b.call(fn, list(args))

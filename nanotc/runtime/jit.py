@@ -1,0 +1,76 @@
+"""LLVM optimisation and machine code: JIT engines, assembly and object files.
+
+An MCJIT engine takes ownership of the target machine it is given, so every engine gets a
+target machine of its own (sharing one between two engines crashes at exit).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+
+from nanotc.targets import Target
+
+_init_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _initialize() -> None:
+    with _init_lock:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+
+
+def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
+    _initialize()
+    llvm_target = llvm.Target.from_default_triple()
+    return llvm_target.create_target_machine(
+        cpu=target.llvm_cpu,
+        features=target.llvm_features,
+        opt=3,
+        reloc="pic" if not jit else "default",
+        codemodel="jitdefault" if jit else "small",
+        jit=jit,
+    )
+
+
+def optimize(llvm_ir: str, target: Target) -> llvm.ModuleRef:
+    """Parse, verify and optimise (O3 with loop and SLP vectorisation) for the target."""
+    _initialize()
+    module = llvm.parse_assembly(llvm_ir)
+    module.verify()
+    tm = target_machine(target)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    passes = llvm.create_pass_builder(tm, tuning)
+    passes.getModulePassManager().run(module, passes)
+    return module
+
+
+def assembly(module: llvm.ModuleRef, target: Target) -> str:
+    return target_machine(target).emit_assembly(module)
+
+
+def object_code(module: llvm.ModuleRef, target: Target) -> bytes:
+    return target_machine(target).emit_object(module)
+
+
+class JitModule:
+    """Optimised machine code of one module, loaded into this process."""
+
+    def __init__(self, module: llvm.ModuleRef, target: Target):
+        self.module = module
+        self.engine = llvm.create_mcjit_compiler(module, target_machine(target, jit=True))
+        self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        address = self.engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"no native function {name!r}")
+        return address

@@ -1,0 +1,112 @@
+"""Launching kernels from Python: argument marshalling and the thread pool.
+
+`kernel(*args, group_size=N, num_threads=T)` binds and checks every argument, packs the native
+arguments into 8-byte slots (see `nanotc.codegen.abi`), splits work-groups 0..N-1 into T
+contiguous chunks and runs each chunk on a pool thread through ctypes, which releases the GIL
+while native code runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from nanotc.codegen import abi
+from nanotc.ir.core import Function
+from nanotc.runtime.arguments import BoundArgument, GroupView, MemrefView, bind_arguments
+
+_PACKED_ENTRY = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
+)
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nanotc")
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class Kernel:
+    """A compiled kernel, callable with numpy arrays and numbers."""
+
+    def __init__(self, func: Function, packed_address: int, owner: object):
+        self.function = func
+        self.name = func.name
+        self._entry = _PACKED_ENTRY(packed_address)
+        self._native = abi.flatten(func)
+        self._owner = owner  # keeps the machine code alive
+
+    def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
+        if not isinstance(group_size, int | np.integer) or group_size < 0:
+            raise ValueError(f"group_size must be a non-negative integer, got {group_size!r}")
+        threads = default_threads() if num_threads is None else num_threads
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+        bound = bind_arguments(self.function, args, int(group_size))
+        slots, keepalive = pack_slots(self._native, bound)
+        self._run(slots, int(group_size), min(threads, max(1, int(group_size))))
+        del keepalive
+
+    def _run(self, slots: np.ndarray, group_size: int, threads: int) -> None:
+        address = slots.ctypes.data
+        bounds = np.linspace(0, group_size, threads + 1).astype(np.int64)
+        chunks = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+        if len(chunks) <= 1:
+            codes = [self._entry(address, 0, group_size, group_size)]
+        else:
+            futures = [
+                _pool(threads).submit(self._entry, address, lo, hi, group_size) for lo, hi in chunks
+            ]
+            codes = [f.result() for f in futures]
+        if any(codes):
+            raise MemoryError(f"@{self.name}: could not allocate scratch memory for its allocas")
+
+
+def pack_slots(
+    native: Sequence[abi.NativeArg], bound: Sequence[BoundArgument]
+) -> tuple[np.ndarray, list[Any]]:
+    """One 8-byte slot per native argument, plus the arrays the slots point into."""
+    slots = np.zeros(max(1, len(native)), dtype=np.uint64)
+    keepalive: list[Any] = [bound]
+    for k, arg in enumerate(native):
+        value = bound[arg.param]
+        slots[k] = _slot(arg, value, keepalive)
+    return slots, keepalive
+
+
+def _slot(arg: abi.NativeArg, value: BoundArgument, keepalive: list[Any]) -> int:
+    slot = arg.slot
+    if slot is abi.Slot.SCALAR:
+        assert isinstance(value, np.generic)
+        raw = np.array([value]).view(np.dtype(f"u{value.itemsize}"))[0]
+        return int(raw)
+    if isinstance(value, MemrefView):
+        if slot is abi.Slot.DATA:
+            return value.address
+        entries = value.shape if slot is abi.Slot.SHAPE else value.strides
+        return _as_u64(entries[arg.mode])
+    assert isinstance(value, GroupView)
+    if slot is abi.Slot.OFFSET:
+        return _as_u64(value.offset)
+    if slot is abi.Slot.MEMBERS:
+        table = np.array([m.address for m in value.members] or [0], dtype=np.uint64)
+    elif slot is abi.Slot.MEMBER_SHAPES:
+        table = np.array([m.shape[arg.mode] for m in value.members] or [0], dtype=np.int64)
+    else:
+        table = np.array([m.strides[arg.mode] for m in value.members] or [0], dtype=np.int64)
+    keepalive.append(table)
+    return table.ctypes.data
+
+
+def _as_u64(value: int) -> int:
+    return value & 0xFFFF_FFFF_FFFF_FFFF

@@ -1,0 +1,123 @@
+"""Targets as data: what the code generator may assume about a CPU.
+
+Passes and nanokernel generators ask a `Target` for capabilities (vector width, number of
+vector registers, FMA, masked memory operations, bf16 dot products, AMX tiles); nothing else
+in the compiler tests for an instruction set by name. Built-in targets:
+
+    host      the machine nanotc runs on, detected through LLVM
+    avx512    AVX-512 (F, VL, BW, DQ) with FMA and the BF16 dot product
+    avx2      AVX2 with FMA (16 ymm registers)
+    amx       Sapphire Rapids: AVX-512 plus AMX tiles (assembly only where absent)
+    generic   baseline x86-64: plain LLVM vectors on SSE2, no FMA
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from nanotc.ir.types import ScalarType
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    llvm_cpu: str
+    llvm_features: str
+    vector_bits: int
+    vector_registers: int
+    fma: bool
+    masked_memory: bool  # masked vector loads/stores (AVX-512 k-masks)
+    bf16_dot: bool  # vdpbf16ps
+    amx: bool
+
+    def lanes(self, t: ScalarType) -> int:
+        """Elements of type t in one vector register."""
+        return max(1, self.vector_bits // max(8, t.bits))
+
+
+AVX512 = Target(
+    name="avx512",
+    llvm_cpu="cooperlake",
+    llvm_features="+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16,+fma",
+    vector_bits=512,
+    vector_registers=32,
+    fma=True,
+    masked_memory=True,
+    bf16_dot=True,
+    amx=False,
+)
+AVX2 = Target(
+    name="avx2",
+    llvm_cpu="haswell",
+    llvm_features="+avx2,+fma,-avx512f",
+    vector_bits=256,
+    vector_registers=16,
+    fma=True,
+    masked_memory=False,
+    bf16_dot=False,
+    amx=False,
+)
+AMX = replace(
+    AVX512,
+    name="amx",
+    llvm_cpu="sapphirerapids",
+    llvm_features="+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16,+fma,+amx-tile,+amx-bf16",
+    amx=True,
+)
+GENERIC = Target(
+    name="generic",
+    llvm_cpu="x86-64",
+    llvm_features="",
+    vector_bits=128,
+    vector_registers=16,
+    fma=False,
+    masked_memory=False,
+    bf16_dot=False,
+    amx=False,
+)
+
+BUILTIN = {t.name: t for t in (AVX512, AVX2, AMX, GENERIC)}
+
+
+@lru_cache(maxsize=1)
+def host() -> Target:
+    """The running machine, described from LLVM's view of its CPU."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    has = {name for name, on in features.items() if on}
+    avx512 = {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= has
+    return Target(
+        name="host",
+        llvm_cpu=llvm.get_host_cpu_name(),
+        llvm_features=features.flatten(),
+        vector_bits=512 if avx512 else 256 if "avx2" in has else 128,
+        vector_registers=32 if avx512 else 16,
+        fma="fma" in has,
+        masked_memory=avx512,
+        bf16_dot=avx512 and "avx512bf16" in has,
+        amx={"amx-tile", "amx-bf16"} <= has,
+    )
+
+
+def get(name: str | Target | None) -> Target:
+    """A target by name (`host` when None)."""
+    if isinstance(name, Target):
+        return name
+    if name is None or name == "host":
+        return host()
+    try:
+        return BUILTIN[name]
+    except KeyError:
+        known = ", ".join(["host", *BUILTIN])
+        raise ValueError(f"unknown target {name!r} (known: {known})") from None
+
+
+def runs_on_host(target: Target) -> bool:
+    """Whether code for `target` can execute here (its features are a subset of the host's)."""
+    import llvmlite.binding as llvm
+
+    have = {n for n, on in llvm.get_host_cpu_features().items() if on}
+    need = {f[1:] for f in target.llvm_features.split(",") if f.startswith("+")}
+    return need <= have
