@@ -1,0 +1,1 @@
+"""Code generation: the native calling convention and LLVM IR emission."""

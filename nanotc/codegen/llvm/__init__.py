@@ -1,0 +1,1 @@
+"""LLVM IR emission through llvmlite, one module per instruction family."""

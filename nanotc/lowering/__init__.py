@@ -1,0 +1,1 @@
+"""Progressive lowering: collective instructions to register tiles, tiles to nanokernels."""

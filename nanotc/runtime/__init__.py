@@ -1,0 +1,1 @@
+"""Running compiled kernels: argument binding, the JIT, and the thread-pool launcher."""

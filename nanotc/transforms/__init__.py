@@ -1,0 +1,1 @@
+"""Analyses and transformations on the tensor IR, one per module."""
