@@ -1,8 +1,8 @@
 """nanotc: a compiler for the tiny tensor language that generates its own GEMM nanokernels.
 
-    import nanotc
-    program = nanotc.load(text)          # parse and check
-    print(nanotc.dump(program))          # canonical text
+import nanotc
+program = nanotc.load(text)          # parse and check
+print(nanotc.dump(program))          # canonical text
 """
 
 from nanotc.api import Compilation, compile

@@ -18,6 +18,7 @@ from nanotc.check import check, load
 from nanotc.codegen.llvm.module import emit_module
 from nanotc.ir.core import Program
 from nanotc.ir.printer import print_program
+from nanotc.lowering.pipeline import lower
 from nanotc.runtime import jit
 from nanotc.runtime.launcher import Kernel
 from nanotc.targets import Target, get, runs_on_host
@@ -32,9 +33,14 @@ class Compilation:
     _kernels: dict[str, Kernel] = field(default_factory=dict)
 
     @cached_property
+    def lowered(self) -> Program:
+        """The program after nanotc's lowering pipeline (tiles and microkernels)."""
+        return lower(self.program, self.target)
+
+    @cached_property
     def llvm_ir(self) -> str:
         """LLVM IR as emitted, before LLVM's optimisations."""
-        return str(emit_module(self.program))
+        return str(emit_module(self.lowered, self.target))
 
     @cached_property
     def optimized(self) -> llvm.ModuleRef:

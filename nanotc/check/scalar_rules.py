@@ -187,7 +187,7 @@ def _expand(inst: Instruction, ctx: CheckContext) -> None:
     if not check_index(ctx, inst, "shape"):
         return
     statics = [static_int(v) for v in inst.shape]
-    if any(s is not None and s <= 0 for s in statics):
+    if any(s is not None and s < 0 for s in statics):
         ctx.error(ErrorKind.INVALID_SHAPE, inst)
         return
     mode_size = t.shape[inst.mode]
@@ -198,8 +198,14 @@ def _expand(inst: Instruction, ctx: CheckContext) -> None:
     has_values = any(s is None for s, v in zip(statics, inst.shape) if not _wild(v))
     if has_values or known is DYNAMIC:
         return
-    if (wildcards == 0 and known != mode_size) or (wildcards == 1 and mode_size % known != 0):
+    fits = known == mode_size if wildcards == 0 else _divides(known, mode_size)
+    if not fits:
         ctx.error(ErrorKind.EXPAND_PRODUCT, inst)
+
+
+def _divides(factor: int, size: int) -> bool:
+    """Whether `?` times `factor` can make `size` (a zero entry only fits an empty mode)."""
+    return size % factor == 0 if factor else size == 0
 
 
 def _wild(v: Value) -> bool:
@@ -226,8 +232,9 @@ def _alloca(inst: Instruction, ctx: CheckContext) -> None:
     assert isinstance(inst, Alloca)
     if not inst.memref.is_static:
         ctx.error(ErrorKind.ALLOCA_DYNAMIC, inst)
-    for kind in memref_errors(inst.memref):
-        ctx.error(kind, inst)
+    if inst.loc is None:  # a parsed type was checked where it is written (frontend.types)
+        for kind in memref_errors(inst.memref):
+            ctx.error(kind, inst)
 
 
 @rule(LifetimeStop)

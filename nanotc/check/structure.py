@@ -11,13 +11,14 @@ from nanotc.check.scalar_rules import RULES
 from nanotc.diagnostics import ErrorKind
 from nanotc.ir.core import Function, Instruction, Kind, Program, Region, RegionKind
 from nanotc.ir.instructions import For, Foreach, If, Yield
-from nanotc.ir.types import I1, GroupType, MemRefType, Type, VoidType, memref_errors
+from nanotc.ir.types import I1, GroupType, MemRefType, ScalarType, Type, VoidType, memref_errors
 from nanotc.ir.values import Constant, Poison, Value
 
 # The CPU as a device of the language: a subgroup is a set of SIMD lanes, so any power of two
 # up to the widest vector of bytes is a valid subgroup size; work-groups are bounded as on GPUs.
 SUBGROUP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 MAX_WORK_GROUP_SIZE = 1024
+INT_LITERAL_MAX = (1 << 63) - 1
 
 
 class StructureChecker:
@@ -37,7 +38,7 @@ class StructureChecker:
 
     def function(self, func: Function) -> None:
         for param in func.arguments:
-            for kind in type_errors(param.type):
+            for kind in type_errors(param.type, written=param.loc is not None):
                 self.ctx.sink.error(kind, param.loc)
         self.attributes(func)
         self.region(func.body, spmd=False, returns=None)
@@ -93,6 +94,10 @@ class StructureChecker:
         if isinstance(value, Constant):
             if isinstance(value.value, float) and not math.isfinite(value.value):
                 self.ctx.error(ErrorKind.FLOAT_OUT_OF_RANGE, inst)
+            elif value.loc is None and not _literal_fits(value):
+                # parsed literals were range-checked where they are written; a built one
+                # that does not fit its type could not be printed and parsed back
+                self.ctx.error(ErrorKind.CONSTANT_OUT_OF_RANGE, inst, None, value.value, value.type)
         elif not isinstance(value, Poison) and not any(id(value) in s for s in self.visible):
             self.ctx.error(ErrorKind.UNDEFINED_IDENTIFIER, inst, None, f"%{value.name}")
 
@@ -142,16 +147,27 @@ class StructureChecker:
                     self.ctx.error(ErrorKind.YIELD_TYPE_MISMATCH, inst, f"values[{i}]")
 
 
-def type_errors(t: Type) -> list[ErrorKind]:
-    """Well-formedness of an argument type."""
+def type_errors(t: Type, written: bool = False) -> list[ErrorKind]:
+    """Well-formedness of an argument type. A type `written` in source text was checked by the
+    type parser, which points at the type text; checking it again would report errors twice."""
     if isinstance(t, VoidType):
         return [ErrorKind.VOID_ARGUMENT]
+    if written:
+        return []
     if isinstance(t, GroupType):
         offset_ok = t.offset is None or t.offset >= 0
         return memref_errors(t.memref) + ([] if offset_ok else [ErrorKind.INVALID_OFFSET])
     if isinstance(t, MemRefType):
         return memref_errors(t)
     return []
+
+
+def _literal_fits(constant: Constant) -> bool:
+    """An integer literal is in -2^63+1 .. 2^63-1 (the reference) and in range of its type."""
+    if not isinstance(constant.value, int) or not isinstance(constant.type, ScalarType):
+        return True
+    lo, hi = constant.type.int_range()
+    return lo <= constant.value <= hi and abs(constant.value) <= INT_LITERAL_MAX
 
 
 def _listing(values: Sequence[int]) -> str:

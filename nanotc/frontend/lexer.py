@@ -55,9 +55,10 @@ KEYWORDS = frozenset(
     )
 )
 # Longest first, so that `i16x4` splits as `i16` `x` `4`, never `i1` `6`...
-_SCALAR_WORDS = sorted((t for t in _TYPE_KEYWORDS if t != "index"), key=len, reverse=True)
+_SCALAR_WORDS = sorted(_TYPE_KEYWORDS, key=len, reverse=True)
 _SHAPE_PIECE = re.compile("|".join([*_SCALAR_WORDS, r"x", r"\d+"]))
 _INT_MAX = (1 << 63) - 1
+_INT_MAX_DIGITS = len(str(_INT_MAX))
 
 _PATTERNS = re.compile(
     r"""
@@ -127,11 +128,12 @@ class Lexer:
         return self._word(text, offset)
 
     def _integer(self, text: str, where: SourceRange) -> int:
-        value = int(text)
-        if abs(value) > _INT_MAX:
+        # count digits before converting: int() refuses texts of over 4300 digits
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        if len(digits) > _INT_MAX_DIGITS or int(digits) > _INT_MAX:
             self.sink.error(ErrorKind.INTEGER_OVERFLOW, where)
             return 0
-        return value
+        return -int(digits) if text.startswith("-") else int(digits)
 
     def _float(self, text: str, where: SourceRange, is_hex: bool) -> float:
         try:

@@ -95,16 +95,16 @@ class Parser(TypeParser):
     def program(self) -> Program | None:
         """The program, or None after a syntax error; diagnostics are in `self.sink`."""
         program = Program(source=self.source)
-        seen: dict[str, SourceRange] = {}
         try:
             while True:
-                program.functions.append(self.function(seen))
+                program.functions.append(self.function())
                 if self.peek().kind is Tok.EOF:
                     return program
         except ParseFailure:
             return None
 
-    def function(self, seen: dict[str, SourceRange]) -> Function:
+    def function(self) -> Function:
+        """A function; a second `@name` is reported by the checker, which sees built programs too."""
         start = self.expect("func")
         name_tok = self.expect_kind(Tok.GLOBAL)
         name = name_tok.text[1:]
@@ -117,9 +117,6 @@ class Parser(TypeParser):
                 self.parameter(body)
         end = self.expect(")")
         func = Function(name, body, loc=start.range.to(end.range))
-        if name in seen:
-            self.sink.error(ErrorKind.REDEFINED_FUNCTION, name_tok.range, "@" + name, seen[name])
-        seen.setdefault(name, name_tok.range)
         self.function_attributes(func)
         self.region_body(body)
         self.scopes.pop()
@@ -317,13 +314,16 @@ class Parser(TypeParser):
         where: SourceRange,
     ) -> None:
         """Give a literal its annotated type, or check an SSA value against the annotation.
-        From here on, errors about the operand span the operand and its annotation."""
+        From here on, errors about the operand span the operand and its annotation. A value
+        that contradicts its annotation becomes a placeholder, so that the checker does not
+        report the same mistake again (as `Scalar type mismatch`, say)."""
         is_list = isinstance(state.fields[name], list)
         state.locs[f"{name}[{index}]" if is_list else name] = where
         if isinstance(entry, _Literal):
             self.store_literal(state, name, index, self.literal(entry, annotated))
         elif entry.type != annotated and not isinstance(entry.type, UnknownType):
             self.sink.error(ErrorKind.OPERAND_TYPE_MISMATCH, where)
+            self.store_literal(state, name, index, Poison(UnknownType(), entry.name, entry.loc))
 
     def literal(self, lit: _Literal, annotated: Type) -> Value:
         tok = lit.token

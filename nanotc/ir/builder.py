@@ -107,15 +107,17 @@ class Builder:
             self.add(ins.For, start=start, stop=stop, step=step, loop_type=loop_type, body=body)
         yield Builder(body), var
 
-    def if_(self, cond: Value, returns: Sequence[ScalarType] = ()) -> IfBuilder:
-        then, otherwise = Region(), Region()
+    def if_(
+        self, cond: Value, returns: Sequence[ScalarType] = (), with_else: bool = True
+    ) -> IfBuilder:
+        then, otherwise = Region(), Region() if with_else else None
         results = self.add(ins.If, cond=cond, returns=tuple(returns), then=then,
                            otherwise=otherwise)  # fmt: skip
-        return IfBuilder(Builder(then), Builder(otherwise), results)
+        return IfBuilder(Builder(then), Builder(otherwise) if otherwise else None, results)
 
 
 class IfBuilder:
-    def __init__(self, then: Builder, otherwise: Builder, results: Any):
+    def __init__(self, then: Builder, otherwise: Builder | None, results: Any):
         self.then = then
         self.otherwise = otherwise
         self.results = results

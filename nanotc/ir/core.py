@@ -176,6 +176,7 @@ class Instruction:
     spec: ClassVar[InstrSpec]
     format: ClassVar[Any]  # nanotc.ir.syntax.Format, compiled from `syntax`
     aliases: ClassVar[tuple[str, ...]] = ()
+    terminates_region: ClassVar[bool] = False  # yields `values` to the enclosing instruction
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -366,6 +366,7 @@ class Foreach(Instruction):
 
 class Yield(Instruction):
     name = "yield"
+    terminates_region = True
     values = operands(constants=ConstKind.NUMBER)
     syntax = "$values : types($values)"
 

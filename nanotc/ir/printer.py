@@ -178,6 +178,8 @@ class _Pieces:
         out = keyword
         prev = keyword
         for part, glue in zip(self.parts, self.glued):
+            if not part:
+                continue
             if glue or part in _NO_SPACE_BEFORE or prev in _NO_SPACE_AFTER or not out:
                 out += part
             else:
@@ -226,10 +228,12 @@ def _print_slices(inst: Any, ref: Callable[[Value], str]) -> str:
 def _print_expand_shape(inst: Any, ref: Callable[[Value], str]) -> str:
     """Literals are glued (`2x8`); an identifier is spaced (`%n x ?`), because an identifier
     may contain `x` and digits, so `%nx?` or `%nx4` would lex as a single identifier."""
-    out = ref(inst.shape[0])
-    for prev, value in zip(inst.shape, inst.shape[1:]):
-        spaced = not isinstance(prev, Constant) or not isinstance(value, Constant)
-        out += (" x " if spaced else "x") + ref(value)
+    out = ""
+    for prev, value in zip([None, *inst.shape], inst.shape):
+        if prev is not None:
+            spaced = not isinstance(prev, Constant) or not isinstance(value, Constant)
+            out += " x " if spaced else "x"
+        out += ref(value)
     return out
 
 

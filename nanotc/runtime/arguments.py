@@ -117,7 +117,8 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
         if not lo <= int(value) <= hi:
             raise ArgumentError(name, f"a {t} in [{lo}, {hi}]", str(int(value)))
         return dtype.type(value)
-    if not isinstance(value, int | float | np.integer | np.floating) or isinstance(value, bool):
+    real = int | float | np.integer | np.floating | ml_dtypes.bfloat16
+    if not isinstance(value, real) or isinstance(value, bool):
         raise ArgumentError(name, f"a real number ({t})", _describe(value))
     return dtype.type(value)
 
@@ -180,7 +181,40 @@ def bind_group(name: str, t: GroupType, value: Any, group_size: int) -> GroupVie
     views = tuple(
         bind_memref(f"{name}[{i}]", t.memref, m) for i, m in enumerate(members[:group_size])
     )
+    for i, view in enumerate(views):
+        _check_shifted_member(f"{name}[{i}]", view, offset)
     return GroupView(views, offset)
+
+
+def _check_shifted_member(name: str, view: MemrefView, offset: int) -> None:
+    """Member i is seen `offset` elements after the start of array i, so it reaches past that
+    array: it must stay inside the memory the array is a view of (its root base array)."""
+    if offset == 0 or 0 in view.shape:
+        return
+    root = view.array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    itemsize = view.array.itemsize
+    start = view.address + offset * itemsize
+    low, high = _byte_range(start, view.shape, [s * itemsize for s in view.strides], itemsize)
+    root_low, root_high = _byte_range(
+        root.__array_interface__["data"][0], root.shape, root.strides, root.itemsize
+    )
+    if root.size == 0 or low < root_low or high > root_high:
+        raise ArgumentError(
+            name,
+            f"memory for the member {offset} elements after the array's start (group offset)",
+            _describe(view.array),
+        )
+
+
+def _byte_range(
+    address: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int
+) -> tuple[int, int]:
+    """Bytes [low, high) spanned by the elements of a non-empty strided array."""
+    extents = [(n - 1) * s for n, s in zip(shape, byte_strides)]
+    low = address + sum(min(0, e) for e in extents)
+    return low, address + sum(max(0, e) for e in extents) + itemsize
 
 
 def _as_array(name: str, t: MemRefType, value: Any) -> np.ndarray:

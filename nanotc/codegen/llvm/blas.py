@@ -20,9 +20,15 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
-from nanotc.codegen.llvm.helpers import convert, for_range, load_scalar, memref_element
+from nanotc.codegen.llvm.helpers import (
+    carried_loop,
+    convert,
+    for_range,
+    load_scalar,
+    memref_element,
+)
 from nanotc.codegen.llvm.scalar import binary
-from nanotc.codegen.llvm.types import I64, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.codegen.llvm.types import Dim, MemrefValue, memory_type, register_type
 from nanotc.ir.instructions import (
     Axpby,
     BinaryOp,
@@ -93,8 +99,8 @@ def write_output(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, x: ir.Value) -
     ax = binary(b, BinaryOp.MUL, u.compute, u.alpha, x)
     if u.beta is None:
         value = _to_memory(b, convert(b, ax, u.compute, u.element), u.element)
-        if u.atomic:
-            b.store_atomic(value, ptr, "monotonic", u.element.size)
+        if u.atomic:  # an atomic store (llvmlite's store_atomic needs typed pointers)
+            b.atomic_rmw("xchg", ptr, value, "monotonic")
         else:
             b.store(value, ptr)
     elif not u.atomic:
@@ -167,24 +173,8 @@ def reduction(
     b: ir.IRBuilder, count: Dim, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value]
 ) -> ir.Value:
     """acc = init; for k < count: acc = step(k, acc); the final acc."""
-    pre = b.block
-    header = b.append_basic_block("red.header")
-    body = b.append_basic_block("red.body")
-    exit_ = b.append_basic_block("red.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    k = b.phi(I64, name="k")
-    acc = b.phi(init.type, name="acc")
-    k.add_incoming(const(0), pre)
-    acc.add_incoming(init, pre)
-    b.cbranch(b.icmp_signed("<", k, const(count) if isinstance(count, int) else count), body, exit_)
-    b.position_at_end(body)
-    new_acc = step(k, acc)
-    k.add_incoming(b.add(k, const(1)), b.block)
-    acc.add_incoming(new_acc, b.block)
-    b.branch(header)
-    b.position_at_end(exit_)
-    return acc
+    (total,) = carried_loop(b, 0, count, 1, [init], lambda k, acc: [step(k, acc[0])], name="k")
+    return total
 
 
 def _zero(ct: ScalarType) -> ir.Constant:

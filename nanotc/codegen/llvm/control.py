@@ -6,21 +6,30 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import for_range
-from nanotc.codegen.llvm.types import register_type
+from nanotc.codegen.llvm.types import I64, const, register_type
 from nanotc.ir.instructions import For, Foreach, If
 
 
 @emits(For, Foreach)
 def _loop(e: FunctionEmitter, inst: For | Foreach) -> None:
-    """`foreach` iterations are independent; a sequential loop is one valid order, and keeps
-    LLVM free to vectorise it."""
+    """The loop counts in i64 whatever the loop type, so a narrow loop variable never wraps
+    and the trip count is exact; a non-positive run-time step runs no iterations (a literal
+    one is rejected by the checker). `foreach` runs its iterations in order, one valid order."""
+    b = e.b
     t = register_type(inst.loop_type)
-    step = (
-        e.value(inst.step) if isinstance(inst, For) and inst.step is not None else ir.Constant(t, 1)
-    )
+    start, stop = (_widen(b, e.value(v)) for v in (inst.start, inst.stop))
+    step_value = inst.step if isinstance(inst, For) else None
+    step = _widen(b, e.value(step_value)) if step_value is not None else const(1)
+    if not isinstance(step, ir.Constant):
+        stop = b.select(b.icmp_signed(">", step, const(0)), stop, start)
     name = inst.body.params[0].name or "i"
-    with for_range(e.b, e.value(inst.start), e.value(inst.stop), step, name=name, type=t) as var:
+    with for_range(b, start, stop, step, name=name) as wide:
+        var = wide if t == I64 else b.trunc(wide, t)
         e.region(inst.body, [var])
+
+
+def _widen(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    return value if value.type == I64 else b.sext(value, I64)
 
 
 @emits(If)

@@ -15,9 +15,9 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm.types import Dim, const, register_type
 from nanotc.ir.core import Function, Instruction, Region
-from nanotc.ir.instructions import Yield
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant, Value
+from nanotc.targets import Target
 
 EmitFn = Callable[["FunctionEmitter", Any], None]
 EMITTERS: dict[type[Instruction], EmitFn] = {}
@@ -36,6 +36,7 @@ def emits(*classes: type[Instruction]) -> Callable[[EmitFn], EmitFn]:
 class KernelState:
     """Per-kernel values every emitter may need."""
 
+    target: Target
     group_id: ir.Value
     group_size: ir.Value
     entry: ir.IRBuilder  # positioned in the entry block, for hoisted stack allocations
@@ -79,8 +80,8 @@ class FunctionEmitter:
         for param, emitted in zip(region.params, params):
             self.define(param, emitted)
         for inst in region.instructions:
-            if isinstance(inst, Yield):
-                return [self.value(v) for v in inst.values]
+            if inst.terminates_region:
+                return [self.value(v) for v in inst.fields["values"]]
             self.instruction(inst)
         return []
 

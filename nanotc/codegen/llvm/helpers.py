@@ -3,7 +3,7 @@ static values, element addressing, the one loop helper, and scalar conversions."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -106,6 +106,40 @@ def for_range(
     b.position_at_end(exit_)
 
 
+def carried_loop(
+    b: ir.IRBuilder,
+    start: Dim,
+    stop: Dim,
+    step: Dim,
+    init: Sequence[ir.Value],
+    body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+    name: str = "i",
+) -> list[ir.Value]:
+    """`values = init; for (v = start; v < stop; v += step) values = body(v, values)`, with the
+    values carried in phi nodes (so they stay in registers); returns the final values."""
+    pre = b.block
+    header = b.append_basic_block(f"{name}.header")
+    block = b.append_basic_block(f"{name}.body")
+    exit_ = b.append_basic_block(f"{name}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    var = b.phi(I64, name=name)
+    var.add_incoming(as_value(b, start), pre)
+    carried = [b.phi(v.type) for v in init]
+    for phi, value in zip(carried, init):
+        phi.add_incoming(value, pre)
+    b.cbranch(b.icmp_signed("<", var, as_value(b, stop)), block, exit_)
+    b.position_at_end(block)
+    updated = body(var, list(carried))
+    latch = b.block
+    var.add_incoming(b.add(var, as_value(b, step)), latch)
+    for phi, value in zip(carried, updated):
+        phi.add_incoming(value, latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+    return list(carried)
+
+
 def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
     """Scalar conversion with the language's semantics (docs/language.md, casts)."""
     if src == dst or (register_type(src) == register_type(dst) and src.is_int == dst.is_int):
@@ -122,7 +156,9 @@ def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) 
     if dst is ScalarType.I1:
         return b.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
     if dst.is_int:
-        return fptosi_sat(b, value, to)
+        # LLVM's saturating conversion mishandles NaN from half; go through f32
+        wide = b.fpext(value, register_type(ScalarType.F32)) if src.bits < 32 else value
+        return fptosi_sat(b, wide, to)
     return b.fpext(value, to) if src.bits < dst.bits else b.fptrunc(value, to)
 
 

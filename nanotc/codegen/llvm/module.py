@@ -12,7 +12,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from nanotc.codegen import abi
-from nanotc.codegen.llvm import blas, control, memory, scalar  # noqa: F401  (register emitters)
+from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emitters)
+    blas,
+    control,
+    memory,
+    nanokernel,
+    scalar,
+)
 from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState
 from nanotc.codegen.llvm.helpers import for_range, intrinsic
 from nanotc.codegen.llvm.memory import STACK_ALLOCA_LIMIT
@@ -30,16 +36,17 @@ from nanotc.codegen.llvm.types import (
 from nanotc.ir.core import Function, Program, walk
 from nanotc.ir.instructions import Alloca
 from nanotc.ir.types import GroupType, MemRefType, ScalarType
+from nanotc.targets import Target
 
 STACK_TOTAL_LIMIT = 256 * 1024
 """Stack bytes a kernel may use for allocas before the rest move to heap scratch (worker
 threads have the platform's default stack, typically 8 MiB)."""
 
 
-def emit_module(program: Program, name: str = "nanotc") -> ir.Module:
+def emit_module(program: Program, target: Target, name: str = "nanotc") -> ir.Module:
     module = ir.Module(name=name)
     for func in program.functions:
-        kernel = emit_kernel(module, func)
+        kernel = emit_kernel(module, func, target)
         emit_packed_entry(module, func, kernel)
     return module
 
@@ -66,7 +73,7 @@ def _native_name(func: Function, arg: abi.NativeArg) -> str:
     return base + suffix
 
 
-def emit_kernel(module: ir.Module, func: Function) -> ir.Function:
+def emit_kernel(module: ir.Module, func: Function, target: Target) -> ir.Function:
     native = abi.flatten(func)
     fn_type = ir.FunctionType(I32, [native_type(a) for a in native] + [I64] * 3)
     fn = ir.Function(module, fn_type, func.name)
@@ -82,7 +89,7 @@ def emit_kernel(module: ir.Module, func: Function) -> ir.Function:
     scratch = _allocate_scratch(b, fn, scratch_bytes) if scratch_bytes else None
     with for_range(b, begin, end, name="gid") as gid:
         allocas.position_at_start(entry)
-        state = KernelState(gid, size, allocas, scratch, offsets)
+        state = KernelState(target, gid, size, allocas, scratch, offsets)
         emitter = FunctionEmitter(func, b, state)
         for param, value in zip(func.arguments, _parameter_values(b, func, native, fn.args)):
             emitter.define(param, value)

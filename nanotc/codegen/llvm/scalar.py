@@ -3,7 +3,8 @@
 Integer semantics (docs/language.md): arithmetic wraps; division truncates toward zero with
 `x div 0 = -1`, `MIN div -1 = MIN`, `x rem 0 = x`, `MIN rem -1 = 0` (no trap is possible);
 shift amounts are taken modulo the bit width and `shr` is arithmetic. Comparisons are signed
-for integers and ordered for floats except `.ne` (true when either side is NaN).
+for integers (i1 compares true > false) and ordered for floats except `.ne` (true when either
+side is NaN).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def _divide(b: ir.IRBuilder, op: BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value
 
 
 def compare(b: ir.IRBuilder, cond: CmpCond, t: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+    if t is ScalarType.I1:  # booleans: true (1) > false (0)
+        return b.icmp_unsigned(_CMP[cond], x, y)
     if t.is_int:
         return b.icmp_signed(_CMP[cond], x, y)
     if cond is CmpCond.NE:

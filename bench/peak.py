@@ -1,0 +1,113 @@
+"""Measured peak of this machine: register-resident FMA (fp32, fp64) and bf16 dot-product loops.
+
+Each loop keeps `chains` independent accumulators in vector registers (enough to hide the
+latency on every port) and never touches memory, so its speed is the core's arithmetic peak at
+the current clock. Run: `python bench/peak.py` (or `nanotc peak`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from nanotc import targets
+from nanotc.runtime import jit
+
+ITERATIONS = 10_000_000
+F32, F64, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(32), ir.IntType(64)
+
+
+@dataclass(frozen=True)
+class PeakLoop:
+    name: str
+    accumulator: ir.VectorType
+    operand: ir.VectorType
+    flops_per_lane: int  # 2 for an FMA; 4 for a bf16 pair dot product into f32
+    intrinsic: str
+
+
+def peak_loops(target: targets.Target) -> list[PeakLoop]:
+    w = target.vector_bits
+    f32, f64 = ir.VectorType(F32, w // 32), ir.VectorType(F64, w // 64)
+    loops = [
+        PeakLoop("fp32", f32, f32, 2, f"llvm.fma.v{w // 32}f32"),
+        PeakLoop("fp64", f64, f64, 2, f"llvm.fma.v{w // 64}f64"),
+    ]
+    if target.bf16_dot:
+        acc, pairs = ir.VectorType(F32, 16), ir.VectorType(I32, 16)
+        loops.append(PeakLoop("bf16", acc, pairs, 4, "llvm.x86.avx512bf16.dpbf16ps.512"))
+    return loops
+
+
+def _splat(t: ir.VectorType, value: float | int) -> ir.Constant:
+    return ir.Constant(t, [ir.Constant(t.element, value)] * t.count)
+
+
+def peak_module(loop: PeakLoop, chains: int) -> str:
+    """`float peak(i64 n)`: n iterations of `chains` independent FMAs (or dot products)."""
+    module = ir.Module(name="peak")
+    acc_t, op_t = loop.accumulator, loop.operand
+    fn_type = ir.FunctionType(acc_t, [acc_t, op_t, op_t])
+    op = ir.Function(module, fn_type, loop.intrinsic)
+    kernel = ir.Function(module, ir.FunctionType(acc_t.element, [I64]), "peak")
+    b = ir.IRBuilder(kernel.append_basic_block("entry"))
+    x, y = _splat(op_t, 1), _splat(op_t, 1)
+    entry, body, done = b.block, b.append_basic_block("loop"), b.append_basic_block("done")
+    b.branch(body)
+    b.position_at_end(body)
+    counter = b.phi(I64)
+    counter.add_incoming(kernel.args[0], entry)
+    accumulators = []
+    for c in range(chains):
+        phi = b.phi(acc_t)
+        phi.add_incoming(_splat(acc_t, float(c)), entry)
+        accumulators.append(phi)
+    updated = []
+    for phi in accumulators:
+        # fma(x, y, acc) and dpbf16ps(acc, x, y): the accumulator position differs
+        args = [phi, x, y] if "dpbf16" in loop.intrinsic else [x, y, phi]
+        updated.append(b.call(op, args))
+        phi.add_incoming(updated[-1], body)
+    remaining = b.sub(counter, ir.Constant(I64, 1))
+    counter.add_incoming(remaining, body)
+    b.cbranch(b.icmp_signed(">", remaining, ir.Constant(I64, 0)), body, done)
+    b.position_at_end(done)
+    total = updated[0]
+    for value in updated[1:]:
+        total = b.fadd(total, value)
+    b.ret(b.extract_element(total, ir.Constant(I32, 0)))
+    return str(module)
+
+
+def measure(loop: PeakLoop, target: targets.Target, chains: int = 24, repeat: int = 5) -> float:
+    """GFLOP/s of one core (best of `repeat` runs)."""
+    native = jit.JitModule(jit.optimize(peak_module(loop, chains), target), target)
+    result = ctypes.c_float if loop.accumulator.element == F32 else ctypes.c_double
+    fn = ctypes.CFUNCTYPE(result, ctypes.c_int64)(native.address("peak"))
+    fn(1000)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(ITERATIONS)
+        best = min(best, time.perf_counter() - start)
+    return ITERATIONS * chains * loop.accumulator.count * loop.flops_per_lane / best / 1e9
+
+
+def peaks(target: targets.Target | None = None) -> dict[str, float]:
+    """Per-core peak GFLOP/s by precision ("fp32", "fp64", and "bf16" where supported)."""
+    target = target or targets.host()
+    return {loop.name: measure(loop, target) for loop in peak_loops(target)}
+
+
+def main() -> None:
+    target = targets.host()
+    print(f"host: cpu {target.llvm_cpu}, {target.vector_bits}-bit vectors")
+    for name, gflops in peaks(target).items():
+        print(f"{name} peak: {gflops:7.1f} GFLOP/s per core")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""LLVM emission of GEMM nanokernels (`tile.gemm`, `tile.batch_gemm`), following the plan of
+`nanotc.lowering.nanokernel`: accumulators are SSA values carried through the K loop (and the
+batch loop) by phi nodes, so they live in vector registers from the first FMA to the single
+store of the tile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from nanotc.codegen.llvm import vector as vec
+from nanotc.codegen.llvm.blas import OutputUpdate, write_output
+from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
+from nanotc.codegen.llvm.helpers import (
+    add,
+    as_value,
+    carried_loop,
+    convert,
+    element_ptr,
+    for_range,
+    load_scalar,
+    mul,
+    sub,
+)
+from nanotc.codegen.llvm.types import PTR, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.ir.instructions import Transpose
+from nanotc.ir.tile import TileBatchGemm, TileGemm
+from nanotc.lowering.nanokernel import Access, Beta, GemmNanokernel, plan
+
+Accumulators = list[ir.Value]  # index j * vectors + v
+
+
+class NanokernelEmitter:
+    def __init__(self, e: FunctionEmitter, p: GemmNanokernel, inst: TileGemm | TileBatchGemm):
+        self.e = e
+        self.b = e.b
+        self.p = p
+        self.inst = inst
+        self.type = vec.vector_type(register_type(p.compute), p.lanes)
+        self.row = e.dim(inst.row)
+        self.col = e.dim(inst.col)
+        self.masks = [self._mask(v) for v in range(p.vectors)]
+
+    def _mask(self, v: int) -> ir.Value | None:
+        lanes = self.p.active_lanes(v)
+        if lanes is not None:
+            return vec.static_mask(self.p.lanes, lanes)
+        return vec.dynamic_mask(
+            self.b, self.p.lanes, v * self.p.lanes, self.e.index_value(self.inst.rows)
+        )
+
+    def zero(self) -> Accumulators:
+        return [vec.zeros(self.type)] * (self.p.vectors * self.p.columns)
+
+    # -- the K loop ----------------------------------------------------------------------------
+    def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
+        b, p = self.b, self.p
+        trans_a, trans_b = self.inst.trans_a, self.inst.trans_b
+        a_rows, a_k = (1, 0) if trans_a is Transpose.T else (0, 1)
+        depth = a.shape[a_k]
+        a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
+        b_k, b_cols = (1, 0) if trans_b is Transpose.T else (0, 1)
+        b_bases = [
+            element_ptr(b, bm.ptr, bm.type.element, mul(b, add(b, self.col, j), bm.stride[b_cols]))
+            for j in range(p.columns)
+        ]
+        a_pointers = self._a_lane_pointers(a_base, a, a.stride[a_rows])
+
+        def step(k: Dim, acc: Accumulators) -> Accumulators:
+            a_vectors = [
+                self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v) for v in range(p.vectors)
+            ]
+            out = list(acc)
+            for j, base in enumerate(b_bases):
+                scalar = load_scalar(
+                    b,
+                    element_ptr(b, base, bm.type.element, mul(b, k, bm.stride[b_k])),
+                    bm.type.element,
+                )
+                bj = vec.splat(b, convert(b, scalar, bm.type.element, p.compute), p.lanes)
+                for v, av in enumerate(a_vectors):
+                    out[j * p.vectors + v] = vec.fma(b, av, bj, out[j * p.vectors + v], p.fused)
+            return out
+
+        if p.k_unroll is None:
+            assert isinstance(depth, int)
+            for k in range(depth):
+                acc = step(k, acc)
+            return acc
+        return self._unrolled_loop(depth, acc, step)
+
+    def _unrolled_loop(
+        self, depth: Dim, acc: Accumulators, step: Callable[[Dim, Accumulators], Accumulators]
+    ) -> Accumulators:
+        b, unroll = self.b, self.p.k_unroll
+        assert unroll is not None
+        main = (
+            (depth // unroll) * unroll
+            if isinstance(depth, int)
+            else sub(b, depth, b.srem(depth, const(unroll)))
+        )
+
+        def unrolled(k: ir.Value, acc: Accumulators) -> Accumulators:
+            for u in range(unroll):
+                acc = step(add(b, k, u), acc)
+            return acc
+
+        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k")
+        if isinstance(depth, int) and depth % unroll == 0:
+            return acc
+        return carried_loop(b, main, depth, 1, acc, step, name="k.rest")
+
+    def _a_lane_pointers(
+        self, base: ir.Value, a: MemrefValue, lane_stride: Dim
+    ) -> list[ir.Value] | None:
+        if self.p.a_access is Access.CONTIGUOUS:
+            return None
+        element = memory_type(a.type.element)
+        return [
+            vec.lane_pointers(
+                self.b,
+                element_ptr(
+                    self.b, base, a.type.element, mul(self.b, v * self.p.lanes, lane_stride)
+                ),
+                element,
+                lane_stride,
+                self.p.lanes,
+            )
+            for v in range(self.p.vectors)
+        ]
+
+    def _load_a(self, a: MemrefValue, base: ir.Value, pointers: list[ir.Value] | None,
+                k_stride: Dim, k: Dim, v: int) -> ir.Value:  # fmt: skip
+        b, p = self.b, self.p
+        element = a.type.element
+        t = vec.vector_type(register_type(element), p.lanes)
+        offset = mul(b, k, k_stride)
+        if pointers is None:
+            ptr = element_ptr(b, base, element, add(b, offset, v * p.lanes))
+            loaded = vec.load(b, t, ptr, self.masks[v], element.size)
+        else:
+            moved = b.gep(pointers[v], [as_value(b, offset)], source_etype=memory_type(element))
+            loaded = vec.gather(b, t, moved, self.masks[v], element.size)
+        return vec.convert(b, loaded, self.type)
+
+    # -- the epilogue --------------------------------------------------------------------------
+    def epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
+        p, b = self.p, self.b
+        if p.atomic:
+            self._atomic_epilogue(acc, c)
+            return
+        alpha = None if p.alpha_is_one else vec.splat(b, self._alpha(), p.lanes)
+        scaled = acc if alpha is None else [b.fmul(x, alpha) for x in acc]
+        if p.beta is Beta.RUNTIME:
+            beta = self._beta()
+            with b.if_else(b.fcmp_ordered("==", beta, ir.Constant(beta.type, 0))) as (zero, other):
+                with zero:
+                    self._store_tile(scaled, c, Beta.ZERO)
+                with other:
+                    self._store_tile(scaled, c, Beta.GENERAL)
+        else:
+            self._store_tile(scaled, c, p.beta)
+
+    def _store_tile(self, values: Accumulators, c: MemrefValue, beta: Beta) -> None:
+        p, b = self.p, self.b
+        element = c.type.element
+        beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
+        for j in range(p.columns):
+            column = mul(b, add(b, self.col, j), c.stride[1])
+            for v in range(p.vectors):
+                row = mul(b, add(b, self.row, v * p.lanes), c.stride[0])
+                ptr = element_ptr(b, c.ptr, element, add(b, row, column))
+                value = values[j * p.vectors + v]
+                pointers = None
+                if p.c_access is Access.STRIDED:
+                    pointers = vec.lane_pointers(b, ptr, memory_type(element), c.stride[0], p.lanes)
+                if beta is not Beta.ZERO:
+                    old = self._load_c(ptr, pointers, self.masks[v], element.size)
+                    value = (
+                        b.fadd(value, old)
+                        if beta_vector is None
+                        else vec.fma(b, beta_vector, old, value, p.fused)
+                    )
+                if pointers is None:
+                    vec.store(b, value, ptr, self.masks[v], element.size)
+                else:
+                    vec.scatter(b, value, pointers, self.masks[v], element.size)
+
+    def _alpha(self) -> ir.Value:
+        alpha = self.inst.alpha
+        return convert(self.b, self.e.value(alpha), alpha.type, self.p.compute)
+
+    def _beta(self) -> ir.Value:
+        beta = self.inst.beta
+        return convert(self.b, self.e.value(beta), beta.type, self.p.compute)
+
+    def _load_c(
+        self, ptr: ir.Value, pointers: ir.Value | None, mask: ir.Value | None, align: int
+    ) -> ir.Value:
+        if pointers is None:
+            return vec.load(self.b, self.type, ptr, mask, align)
+        return vec.gather(self.b, self.type, pointers, mask, align)
+
+    def _atomic_epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
+        """Each element of the tile is one atomic read-modify-write of C: the tile goes to a
+        stack buffer once, then a loop updates the valid elements."""
+        b, p, e = self.b, self.p, self.e
+        buffer = e.state.entry.alloca(ir.ArrayType(self.type, len(acc)))
+        buffer.type = PTR
+        for i, value in enumerate(acc):
+            b.store(value, b.gep(buffer, [const(i)], source_etype=self.type))
+        update = OutputUpdate(
+            element=c.type.element,
+            compute=p.compute,
+            alpha=self._alpha(),
+            beta=None if p.beta is Beta.ZERO else self._beta(),
+            beta_is_one=p.beta is Beta.ONE,
+            atomic=True,
+        )
+        mr = p.vectors * p.lanes
+        with (
+            for_range(b, 0, p.columns, name="j") as j,
+            for_range(b, 0, self.e.dim(self.inst.rows)) as i,
+        ):
+            x = load_scalar(
+                b,
+                b.gep(
+                    buffer, [b.add(b.mul(j, const(mr)), i)], source_etype=register_type(p.compute)
+                ),
+                p.compute,
+            )
+            row = mul(b, add(b, self.row, i), c.stride[0])
+            column = mul(b, add(b, self.col, j), c.stride[1])
+            write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
+
+
+@emits(TileGemm)
+def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
+    kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
+    acc = kernel.accumulate(kernel.zero(), e.value(inst.a), e.value(inst.b))
+    kernel.epilogue(acc, e.value(inst.c))
+
+
+@emits(TileBatchGemm)
+def _tile_batch_gemm(e: FunctionEmitter, inst: TileBatchGemm) -> None:
+    kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
+
+    def element(index: ir.Value, acc: Accumulators) -> Accumulators:
+        a, bm = e.region(inst.body, [index])
+        return kernel.accumulate(acc, a, bm)
+
+    start, stop, step = (e.dim(v) for v in (inst.start, inst.stop, inst.step))
+    acc = carried_loop(e.b, start, stop, step, kernel.zero(), element, name="batch")
+    kernel.epilogue(acc, e.value(inst.c))

@@ -1,0 +1,127 @@
+"""Vector operations for nanokernels, each one LLVM vector instruction or intrinsic:
+splat (broadcast), lane masks, masked/strided loads and stores, fused multiply-add."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir
+
+from nanotc.codegen.llvm.helpers import as_value, intrinsic, mul
+from nanotc.codegen.llvm.types import I1, I32, I64, PTR, Dim
+
+_SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "i16": "i16", "i32": "i32", "i64": "i64"}
+
+
+def vector_type(element: ir.Type, lanes: int) -> ir.VectorType:
+    return ir.VectorType(element, lanes)
+
+
+def suffix(t: ir.VectorType) -> str:
+    return f"v{t.count}{_SUFFIX[str(t.element)]}"
+
+
+def zeros(t: ir.VectorType) -> ir.Constant:
+    return ir.Constant(t, [ir.Constant(t.element, 0)] * t.count)
+
+
+def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
+    t = vector_type(scalar.type, lanes)
+    single = b.insert_element(ir.Constant(t, None), scalar, ir.Constant(I32, 0))
+    return b.shuffle_vector(
+        single, ir.Constant(t, None), ir.Constant(vector_type(I32, lanes), [0] * lanes)
+    )
+
+
+def static_mask(lanes: int, active: int) -> ir.Constant | None:
+    """Mask of the first `active` lanes; None when all lanes are active."""
+    if active >= lanes:
+        return None
+    return ir.Constant(
+        vector_type(I1, lanes), [ir.Constant(I1, int(i < active)) for i in range(lanes)]
+    )
+
+
+def dynamic_mask(b: ir.IRBuilder, lanes: int, first_row: int, rows: ir.Value) -> ir.Value:
+    """Lanes whose row first_row + lane is below `rows`."""
+    iota = ir.Constant(vector_type(I64, lanes), [first_row + i for i in range(lanes)])
+    return b.icmp_signed("<", iota, splat(b, rows, lanes))
+
+
+def load(
+    b: ir.IRBuilder, t: ir.VectorType, ptr: ir.Value, mask: ir.Value | None, align: int
+) -> ir.Value:
+    if mask is None:
+        return b.load(ptr, typ=t, align=align)
+    name = f"llvm.masked.load.{suffix(t)}.p0"
+    return intrinsic(b, name, t, [ptr, ir.Constant(I32, align), mask, zeros(t)])
+
+
+def store(
+    b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None, align: int
+) -> None:
+    if mask is None:
+        b.store(value, ptr, align=align)
+        return
+    name = f"llvm.masked.store.{suffix(value.type)}.p0"
+    intrinsic(b, name, ir.VoidType(), [value, ptr, ir.Constant(I32, align), mask])
+
+
+def lane_pointers(
+    b: ir.IRBuilder, base: ir.Value, element: ir.Type, stride: Dim, lanes: int
+) -> ir.Value:
+    """<lanes x ptr> to base[0], base[stride], ..., for strided access."""
+    pointers = ir.Constant(vector_type(PTR, lanes), None)
+    for lane in range(lanes):
+        offset = as_value(b, mul(b, lane, stride))
+        ptr = b.gep(base, [offset], source_etype=element)
+        pointers = b.insert_element(pointers, ptr, ir.Constant(I32, lane))
+    return pointers
+
+
+def gather(
+    b: ir.IRBuilder, t: ir.VectorType, pointers: ir.Value, mask: ir.Value | None, align: int
+) -> ir.Value:
+    mask = mask if mask is not None else _all_lanes(t.count)
+    name = f"llvm.masked.gather.{suffix(t)}.v{t.count}p0"
+    return intrinsic(b, name, t, [pointers, ir.Constant(I32, align), mask, zeros(t)])
+
+
+def scatter(
+    b: ir.IRBuilder, value: ir.Value, pointers: ir.Value, mask: ir.Value | None, align: int
+) -> None:
+    t = value.type
+    mask = mask if mask is not None else _all_lanes(t.count)
+    name = f"llvm.masked.scatter.{suffix(t)}.v{t.count}p0"
+    intrinsic(b, name, ir.VoidType(), [value, pointers, ir.Constant(I32, align), mask])
+
+
+def _all_lanes(lanes: int) -> ir.Constant:
+    return ir.Constant(vector_type(I1, lanes), [ir.Constant(I1, 1)] * lanes)
+
+
+def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value, fused: bool) -> ir.Value:
+    """x * y + z: one fused instruction where the target has it, else multiply and add."""
+    if fused:
+        return intrinsic(b, f"llvm.fma.{suffix(x.type)}", x.type, [x, y, z])
+    return b.fadd(b.fmul(x, y), z)
+
+
+def convert(b: ir.IRBuilder, value: ir.Value, to: ir.VectorType) -> ir.Value:
+    """Float vector conversion (extension or rounding to nearest)."""
+    src_bits = _bits(value.type.element)
+    dst_bits = _bits(to.element)
+    if src_bits == dst_bits:
+        return value
+    return b.fpext(value, to) if src_bits < dst_bits else b.fptrunc(value, to)
+
+
+def _bits(t: ir.Type) -> int:
+    return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
+def reduce_add(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
+    total = values[0]
+    for v in values[1:]:
+        total = b.fadd(total, v)
+    return total

@@ -1,0 +1,126 @@
+"""The tile dialect: microkernel instructions of nanotc's mid-level IR.
+
+Lowering turns each gemm into loops (language `for`/`if`/`arith`) around these instructions;
+each then becomes a nanokernel for the target (`nanotc.lowering.nanokernel`). They print
+like language instructions (`nanotc compile --emit tiled`) but are internal: the language's
+parser does not accept them.
+
+`tile.gemm` computes one register tile of C:
+
+    C[row : row+rows, col : col+nr] := alpha * op(A)[row : row+rows, :] * op(B)[:, col : col+nr]
+                                       + beta * C[row : row+rows, col : col+nr]
+
+with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vector length,
+`rows <= mr`, the rows beyond `rows` masked off) held in vector registers for the whole K loop.
+
+`tile.batch_gemm` is the batch-reduce form: the same tile accumulates
+`sum over b in [start, stop) step s of op(A_b) * op(B_b)` before alpha and beta are applied
+once; A_b and B_b are computed by its region (index b as parameter), which ends with
+`tile.yield %A_b, %B_b`.
+
+`tile.pack` copies op(A)'s rows [row, row+rows) and columns [0, K) into a column-major panel
+with unit stride (transposed or strided A become contiguous for the nanokernel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nanotc.ir.core import (
+    ConstKind,
+    Flag,
+    Instruction,
+    IntAttr,
+    Kind,
+    Suffix,
+    attribute,
+    operand,
+    operands,
+    region,
+)
+from nanotc.ir.instructions import Transpose
+from nanotc.ir.types import INDEX, Type
+from nanotc.ir.values import Value
+
+_INDEX = dict(constants=ConstKind.INT, const_type=INDEX)
+_TILE_TYPES = "type($alpha), type($a), type($b), type($beta), type($c)"
+
+
+class TileGemm(Instruction):
+    name = "tile.gemm"
+    kind = Kind.COLLECTIVE
+    trans_a = attribute(Suffix(Transpose))
+    trans_b = attribute(Suffix(Transpose))
+    atomic = attribute(Flag("atomic"), default=False)
+    alpha = operand(ConstKind.NUMBER)
+    a = operand()
+    b = operand()
+    beta = operand(ConstKind.NUMBER)
+    c = operand()
+    row = operand(**_INDEX)
+    col = operand(**_INDEX)
+    rows = operand(**_INDEX)
+    mr = attribute(IntAttr())
+    nr = attribute(IntAttr())
+    syntax = (
+        "{trans_a}{trans_b}{atomic} $alpha , $a , $b , $beta , $c [ $row , $col ] "
+        "rows $rows tile {mr} x {nr} : " + _TILE_TYPES
+    )
+
+
+class TileBatchGemm(Instruction):
+    name = "tile.batch_gemm"
+    kind = Kind.COLLECTIVE
+    trans_a = attribute(Suffix(Transpose))
+    trans_b = attribute(Suffix(Transpose))
+    atomic = attribute(Flag("atomic"), default=False)
+    alpha = operand(ConstKind.NUMBER)
+    beta = operand(ConstKind.NUMBER)
+    c = operand()
+    row = operand(**_INDEX)
+    col = operand(**_INDEX)
+    rows = operand(**_INDEX)
+    start = operand(**_INDEX)
+    stop = operand(**_INDEX)
+    step = operand(**_INDEX)
+    mr = attribute(IntAttr())
+    nr = attribute(IntAttr())
+    body = region()
+    syntax = (
+        "{trans_a}{trans_b}{atomic} $alpha , $beta , $c [ $row , $col ] rows $rows "
+        "tile {mr} x {nr} for $body.param = $start , $stop , $step "
+        ": type($alpha), type($beta), type($c) $body"
+    )
+
+    @classmethod
+    def region_param_types(cls, attrs: Mapping[str, Any], region_name: str) -> Sequence[Type]:
+        return (INDEX,)
+
+    def panels(self) -> tuple[Value, Value]:
+        """The A_b and B_b yielded by the region."""
+        last = self.body.instructions[-1]
+        assert isinstance(last, TileYield)
+        a, b = last.values
+        return a, b
+
+
+class TileYield(Instruction):
+    name = "tile.yield"
+    terminates_region = True
+    values = operands()
+    syntax = "$values : types($values)"
+
+
+class TilePack(Instruction):
+    name = "tile.pack"
+    kind = Kind.COLLECTIVE
+    trans = attribute(Suffix(Transpose))
+    source = operand()
+    target = operand()
+    row = operand(**_INDEX)
+    rows = operand(**_INDEX)
+    syntax = "{trans} $source [ $row ] rows $rows into $target : type($source), type($target)"
+
+
+TILE_DIALECT: tuple[type[Instruction], ...] = (TileGemm, TileBatchGemm, TileYield, TilePack)

@@ -1,0 +1,143 @@
+"""gemm -> loops of register-tile microkernels (`tile.gemm`).
+
+C (M x N) is covered column block by column block (nr columns: the B panel is reused from
+L1 by every row tile under it), and within a block row tile by row tile (mr rows). Remainders:
+
+- rows: one more tile whose rows beyond M are masked (`rows` < mr);
+- columns: smaller kernels (fewer accumulators) for the last N mod nr columns. With N static
+  that is one kernel of exactly that width; with N dynamic, kernels of widths 2^i < nr, each
+  run when bit i of the remainder is set, cover any remainder with at most log2(nr) kernels.
+
+Gemms with floating-point outputs of 32 or 64 bits take this path; others keep the plain loop
+nest of the LLVM backend.
+"""
+
+from __future__ import annotations
+
+from nanotc.ir.builder import Builder
+from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm
+from nanotc.ir.tile import TileGemm
+from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.ir.values import Constant, Value
+from nanotc.lowering.register_tile import RegisterTile, choose
+from nanotc.targets import Target
+
+NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
+Index = int | Value  # a static position or size, or an index value
+
+
+def supported(g: Gemm) -> bool:
+    """Float gemms with f32/f64 outputs; an atomic one needs a literal beta (its epilogue is
+    specialised for it)."""
+    types = (g.a.type, g.b.type, g.c.type)
+    floats = all(isinstance(t, MemRefType) and t.element.is_float for t in types)
+    atomic_ok = not g.atomic or isinstance(g.beta, Constant)
+    return floats and g.c.type.element in NANOKERNEL_TYPES and atomic_ok
+
+
+def lower_gemms(func: Function, target: Target) -> None:
+    _rewrite(func.body, target)
+
+
+def _rewrite(region: Region, target: Target) -> None:
+    out: list[Instruction] = []
+    for inst in region.instructions:
+        for nested in inst.regions():
+            _rewrite(nested, target)
+        if isinstance(inst, Gemm) and supported(inst):
+            out.extend(tile_gemm(inst, target))
+        else:
+            out.append(inst)
+    region.instructions = out
+
+
+def gemm_extents(g: Gemm) -> tuple[int | None, int | None, int | None]:
+    """Static M, N, K (None where dynamic)."""
+    m, n = g.c.type.shape
+    a_shape = g.a.type.shape
+    k = a_shape[0] if g.trans_a.value == "t" else a_shape[1]
+    return m, n, k
+
+
+def tile_gemm(g: Gemm, target: Target) -> list[Instruction]:
+    m, n, k = gemm_extents(g)
+    tile = choose(target, g.c.type.element, m, n, k)
+    b = Builder(Region())
+    tiler = _Tiler(g, tile, b.size(g.c, 0) if m is None else m)
+    if n is None:
+        _dynamic_columns(b, tiler, b.size(g.c, 1))
+    else:
+        _static_columns(b, tiler, n)
+    return b.region.instructions
+
+
+class _Tiler:
+    """Emits the row tiles of one column block."""
+
+    def __init__(self, g: Gemm, tile: RegisterTile, m: int | Value):
+        self.g = g
+        self.tile = tile
+        self.m = m
+
+    def rows(self, b: Builder, col: int | Value, width: int) -> None:
+        mr = self.tile.mr
+        if isinstance(self.m, int):
+            full, tail = divmod(self.m, mr)
+            if full == 1:
+                self.micro(b, 0, col, mr, mr, width)
+            elif full > 1:
+                with b.for_(0, full * mr, mr) as (body, row):
+                    self.micro(body, row, col, mr, mr, width)
+            if tail:
+                lanes = self.tile.lanes
+                self.micro(b, full * mr, col, tail, -(-tail // lanes) * lanes, width)
+            return
+        full_rows = b.arith(BinaryOp.SUB, self.m, b.arith(BinaryOp.REM, self.m, mr))
+        with b.for_(0, full_rows, mr) as (body, row):
+            self.micro(body, row, col, mr, mr, width)
+        tail = b.arith(BinaryOp.SUB, self.m, full_rows)
+        branch = b.if_(b.cmp(CmpCond.GT, tail, 0), with_else=False)
+        self.micro(branch.then, full_rows, col, tail, mr, width)
+
+    def micro(
+        self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int
+    ) -> None:
+        g = self.g
+        b.add(
+            TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
+            a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
+        )  # fmt: skip
+
+
+def _static_columns(b: Builder, tiler: _Tiler, n: int) -> None:
+    nr = tiler.tile.nr
+    full, tail = divmod(n, nr)
+    if full == 1:
+        tiler.rows(b, 0, nr)
+    elif full > 1:
+        with b.for_(0, full * nr, nr) as (body, col):
+            tiler.rows(body, col, nr)
+    if tail:
+        tiler.rows(b, full * nr, tail)
+
+
+def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value) -> None:
+    nr = tiler.tile.nr
+    full = b.arith(BinaryOp.SUB, n, b.arith(BinaryOp.REM, n, nr))
+    with b.for_(0, full, nr) as (body, col):
+        tiler.rows(body, col, nr)
+    tail = b.arith(BinaryOp.SUB, n, full)
+    col: Value = full
+    width = _largest_power_of_two_below(nr)
+    while width >= 1:
+        part = b.arith(BinaryOp.AND, tail, width)
+        branch = b.if_(b.cmp(CmpCond.NE, part, 0), with_else=False)
+        tiler.rows(branch.then, col, width)
+        col = b.arith(BinaryOp.ADD, col, part)
+        width //= 2
+
+
+def _largest_power_of_two_below(n: int) -> int:
+    """Widths 2^i below n sum to at least n - 1: they cover any remainder (0 when n = 1)."""
+    return 1 << ((n - 1).bit_length() - 1) if n > 1 else 0

@@ -1,0 +1,137 @@
+"""Nanokernels: a register-tile microkernel mapped onto one target's vector instructions.
+
+A `GemmNanokernel` is the plan for one `tile.gemm` / `tile.batch_gemm` on one target: the
+vector type, how many vectors make a tile column, which lanes of the last one are masked, how
+A and C are reached (contiguous vector loads, or per-lane gathers for strided layouts), how
+far the K loop is unrolled, and which alpha/beta epilogue applies. Its `listing()` is the
+nanokernel's instruction sequence (`nanotc compile --emit nano`); the LLVM emitter
+(`nanotc.codegen.llvm.nanokernel`) follows it instruction for instruction:
+
+    zero        acc[v][j] := 0                               (prologue)
+    vload       a[v] := A[row + v*L : row + (v+1)*L, k]      (masked on the last vector)
+    vbroadcast  b := B[k, col + j] in every lane
+    vfma        acc[v][j] := a[v] * b + acc[v][j]
+    epilogue    C[tile] := alpha * acc + beta * C[tile]      (C not read when beta = 0)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from nanotc.ir.instructions import Transpose
+from nanotc.ir.tile import TileBatchGemm, TileGemm
+from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.ir.values import Constant, Value
+from nanotc.targets import Target
+
+FULL_UNROLL_K = 16  # a static K up to this is unrolled completely
+K_UNROLL = 4
+
+
+class Access(enum.Enum):
+    CONTIGUOUS = "vector"
+    STRIDED = "gather"
+
+
+class Beta(enum.Enum):
+    ZERO = "0"  # C is only written
+    ONE = "1"
+    GENERAL = "beta"
+    RUNTIME = "beta (zero tested at run time)"
+
+
+@dataclass(frozen=True)
+class GemmNanokernel:
+    target: str
+    compute: ScalarType
+    lanes: int
+    vectors: int  # mv
+    columns: int  # nr
+    rows: int | None  # valid rows of the tile when static
+    a_access: Access
+    c_access: Access
+    k_unroll: int | None  # None: K fully unrolled
+    fused: bool
+    beta: Beta
+    alpha_is_one: bool
+    atomic: bool
+    batched: bool
+
+    def active_lanes(self, vector: int) -> int | None:
+        """Active lanes of one vector of a tile column (None: decided by a run-time mask,
+        on every vector, since a run-time remainder may be shorter than one vector)."""
+        if self.rows is None:
+            return None
+        return max(0, min(self.lanes, self.rows - vector * self.lanes))
+
+    def listing(self) -> str:
+        L, mv, nr = self.lanes, self.vectors, self.columns
+        lines = [
+            f"nanokernel {self.compute} on {self.target}: {mv}x{L} rows x {nr} columns, "
+            f"{mv * nr} accumulators, fma={'fused' if self.fused else 'mul+add'}",
+            f"  zero acc[0..{mv - 1}][0..{nr - 1}]",
+        ]
+        if self.batched:
+            lines.append("  for each batch element: A, B := region(b)")
+        unroll = "full" if self.k_unroll is None else f"unroll {self.k_unroll}"
+        lines.append(f"  for k ({unroll}):")
+        for v in range(mv):
+            lanes = self.active_lanes(v)
+            mask = "" if lanes == L else f".mask({'rows' if lanes is None else lanes})"
+            op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
+            lines.append(f"    a{v} = {op}{mask} A[row+{v * L}:row+{(v + 1) * L}, k]")
+        for j in range(nr):
+            lines.append(f"    b = vbroadcast B[k, col+{j}]")
+            lines.extend(f"    acc{v}_{j} = vfma a{v}, b, acc{v}_{j}" for v in range(mv))
+        alpha = "acc" if self.alpha_is_one else "alpha*acc"
+        beta = {Beta.ZERO: "", Beta.ONE: " + C", Beta.GENERAL: " + beta*C"}.get(
+            self.beta, " + beta*C (if beta != 0)"
+        )
+        store = "vstore" if self.c_access is Access.CONTIGUOUS else "vscatter"
+        atomic = " atomically per element" if self.atomic else ""
+        lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")
+        return "\n".join(lines)
+
+
+def _constant(value: Value) -> float | int | None:
+    return value.value if isinstance(value, Constant) else None
+
+
+def beta_kind(beta: Value) -> Beta:
+    value = _constant(beta)
+    if value is None:
+        return Beta.RUNTIME
+    return Beta.ZERO if value == 0 else Beta.ONE if value == 1 else Beta.GENERAL
+
+
+def row_stride_is_unit(a: MemRefType, trans: Transpose) -> bool:
+    """Whether consecutive rows of op(A) are adjacent in memory."""
+    return a.stride[1 if trans is Transpose.T else 0] == 1
+
+
+def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
+    c_type: MemRefType = inst.c.type
+    a_type: MemRefType = (inst.panels()[0] if isinstance(inst, TileBatchGemm) else inst.a).type
+    compute = c_type.element
+    lanes = target.lanes(compute)
+    k = a_type.shape[0] if inst.trans_a is Transpose.T else a_type.shape[1]
+    rows = _constant(inst.rows)
+    return GemmNanokernel(
+        target=target.name,
+        compute=compute,
+        lanes=lanes,
+        vectors=inst.mr // lanes,
+        columns=inst.nr,
+        rows=int(rows) if rows is not None else None,
+        a_access=Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED,
+        c_access=Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED,
+        k_unroll=None
+        if k is not None and k <= FULL_UNROLL_K and not isinstance(inst, TileBatchGemm)
+        else K_UNROLL,
+        fused=target.fma,
+        beta=beta_kind(inst.beta),
+        alpha_is_one=_constant(inst.alpha) == 1,
+        atomic=bool(inst.atomic),
+        batched=isinstance(inst, TileBatchGemm),
+    )

@@ -1,0 +1,45 @@
+"""The lowering pipeline: which passes run, in order, between the checked program and LLVM.
+
+Each pass is a small frozen dataclass with `run(func, target)` that rewrites one function of
+a copy of the program in place. The default pipeline, in order:
+
+1. gemm-tiles: gemms become loops around register-tile microkernels (`tile.gemm`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from nanotc.ir.clone import clone_program
+from nanotc.ir.core import Function, Program
+from nanotc.lowering.gemm_tiles import lower_gemms
+from nanotc.targets import Target
+
+
+class Pass(Protocol):
+    name: str
+
+    def run(self, func: Function, target: Target) -> None: ...
+
+
+@dataclass(frozen=True)
+class GemmTiles:
+    name: str = "gemm-tiles"
+
+    def run(self, func: Function, target: Target) -> None:
+        lower_gemms(func, target)
+
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (GemmTiles(),)
+
+
+def lower(
+    program: Program, target: Target, pipeline: tuple[Pass, ...] = DEFAULT_PIPELINE
+) -> Program:
+    """A lowered copy of a checked program; the program itself is left as it was."""
+    lowered = clone_program(program)
+    for func in lowered.functions:
+        for p in pipeline:
+            p.run(func, target)
+    return lowered

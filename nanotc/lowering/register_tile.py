@@ -1,0 +1,83 @@
+"""Choosing the register tile of a GEMM nanokernel from the target description.
+
+A tile is `mv` vectors (mr = mv * lanes rows) by `nr` columns: mv*nr accumulators, mv vectors
+of A and one broadcast of B must fit the vector register file with nothing spilled (section 3.1
+of the nanokernel paper). Among the tiles that fit, the model picks the one with the fewest
+estimated cycles for the whole C, counting per k step of each tile
+
+    max(FMAs / FMA ports, FMA latency, loads / load ports)
+
+(the latency term: a tile with few accumulators waits on its own dependency chains), and the
+smaller kernels that cover the M and N remainders. Unknown (dynamic) sizes are assumed large.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from nanotc.ir.types import ScalarType
+from nanotc.targets import Target
+
+FMA_PORTS = 2
+LOAD_PORTS = 2
+FMA_LATENCY = 4
+ASSUMED_EXTENT = 256  # stands in for a dynamic M, N or K
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    mv: int
+    nr: int
+    lanes: int
+
+    @property
+    def mr(self) -> int:
+        return self.mv * self.lanes
+
+    def registers(self) -> int:
+        return self.mv * self.nr + self.mv + 1
+
+
+def fits(tile: RegisterTile, target: Target) -> bool:
+    return tile.registers() <= target.vector_registers
+
+
+def candidates(target: Target, element: ScalarType, m: int | None) -> list[RegisterTile]:
+    lanes = target.lanes(element)
+    max_vectors = math.ceil((m or ASSUMED_EXTENT) / lanes)
+    tiles = []
+    for mv in range(1, min(max_vectors, 8) + 1):
+        for nr in range(1, target.vector_registers):
+            tile = RegisterTile(mv, nr, lanes)
+            if fits(tile, target):
+                tiles.append(tile)
+    return tiles
+
+
+def cycles_per_k(vectors: int, columns: int) -> float:
+    fmas = vectors * columns
+    return max(fmas / FMA_PORTS, FMA_LATENCY, (vectors + columns) / LOAD_PORTS)
+
+
+def estimate(tile: RegisterTile, m: int | None, n: int | None, k: int | None) -> float:
+    """Estimated cycles for C (m x n) with depth k, including the remainder kernels."""
+    m, n, k = (m or ASSUMED_EXTENT), (n or ASSUMED_EXTENT), (k or ASSUMED_EXTENT)
+    full_m, tail_m = divmod(m, tile.mr)
+    row_tiles = [tile.mv] * full_m + ([math.ceil(tail_m / tile.lanes)] if tail_m else [])
+    full_n, tail_n = divmod(n, tile.nr)
+    col_tiles = [tile.nr] * full_n + ([tail_n] if tail_n else [])
+    total = 0.0
+    for vectors in row_tiles:
+        for columns in col_tiles:
+            epilogue = vectors * columns  # one load/store pass over the tile of C
+            total += k * cycles_per_k(vectors, columns) + epilogue
+    return total
+
+
+def choose(
+    target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None
+) -> RegisterTile:
+    """The analytical choice; ties go to the larger tile (fewer, longer kernels)."""
+    options = candidates(target, element, m)
+    return min(options, key=lambda t: (estimate(t, m, n, k), -t.mv * t.nr))
