@@ -1,0 +1,15 @@
+"""nanotc's benchmark suite: nanotc kernels against numpy, torch, libxsmm and BLIS in one run.
+
+    python -m bench                 every workload (W1, W2, W3)
+    python -m bench --quick         tiny sizes, finishes in seconds
+    python -m bench.w1_square       square GEMM (fp32/fp64, 1 and 2 threads)
+    python -m bench.w2_batched      batched small GEMM, memory-bound and cache-resident
+    python -m bench.w3_resnet       ResNet-50 im2row GEMM shapes (Exo paper, Table I)
+    python -m bench.peak            this machine's per-core peak
+    python -m bench.peers.libxsmm   build and self-check the libxsmm peer
+
+Every benchmark validates nanotc's result (and each peer's) against numpy once before timing,
+then reports medians after warm-up, GFLOP/s, % of the measured peak and nanotc/peer ratios
+(see DESIGN.md, "Performance methodology", and docs/benchmarks.md). Peers other than numpy are
+optional. Nothing in nanotc imports this package.
+"""

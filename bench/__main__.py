@@ -1,0 +1,90 @@
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3] [common options]`.
+
+Each workload keeps its own defaults (W1, W2: fp32 and fp64 on 1 and 2 threads; W3: fp32 on 1
+thread) unless --threads/--dtypes are given. A workload that fails is reported with its
+traceback and the others still run; the exit status is then 1. One CSV per workload goes to
+bench/results/ (unless --no-csv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bench import harness, w1_square, w2_batched, w3_resnet
+from bench.harness import Row, Settings
+from bench.peers import Peers, discover
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    csv: str
+    threads: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    run: Callable[[Settings, Peers], list[Row]]
+
+
+WORKLOADS = (
+    Workload(
+        "w1", "W1 square GEMM C = A B", "w1_square", (1, 2), ("f32", "f64"),
+        lambda s, p: w1_square.run(s, p),
+    ),
+    Workload(
+        "w2", "W2 batched small GEMM C_i += A_i B_i", "w2_batched", (1, 2), ("f32", "f64"),
+        lambda s, p: w2_batched.run(s, p),
+    ),
+    Workload(
+        "w3", "W3 ResNet-50 im2row GEMMs (Exo, Table I)", "w3_resnet", (1,), ("f32",),
+        lambda s, p: w3_resnet.run(s, p),
+    ),
+)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run every nanotc benchmark workload.")
+    harness.add_common_options(parser)
+    parser.add_argument(
+        "--workloads",
+        type=harness.parse_list(str),
+        default=tuple(w.name for w in WORKLOADS),
+        help="which workloads (default w1,w2,w3)",
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.workloads) - {w.name for w in WORKLOADS}
+    if unknown:
+        parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    first = harness.settings_from(args, threads=(1,), dtypes=("f32",))
+    harness.preamble(first)
+    peers = discover(first.peers)
+    print("\n".join(f"peer: {note}" for note in peers.notes))
+    failed = []
+    for workload in WORKLOADS:
+        if workload.name not in args.workloads:
+            continue
+        settings = harness.settings_from(args, workload.threads, workload.dtypes)
+        try:
+            rows = workload.run(settings, peers)
+        except Exception:
+            failed.append(workload.name)
+            print(f"\n== {workload.title}: FAILED", file=sys.stderr)
+            traceback.print_exc()
+            continue
+        notes = []
+        if workload.name == "w2":
+            sizes = w2_batched.Sizes.quick() if settings.quick else w2_batched.Sizes()
+            notes = w2_batched.notes_for(sizes, w2_batched.VARIANTS)
+        elif workload.name == "w3":
+            notes = w3_resnet.total_times(rows)
+        harness.report(rows, workload.title, notes, None if args.no_csv else workload.csv)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

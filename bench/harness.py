@@ -1,0 +1,499 @@
+"""Shared machinery of the benchmarks: timing, rates, validation, tables, CSV and options.
+
+Timing follows DESIGN.md ("Performance methodology"): untimed warm-up calls, then the median of
+timed repetitions (`time.perf_counter`, or the seconds an implementation measured itself when
+its call returns them, as the libxsmm driver does). A time budget bounds the repetitions so a
+slow implementation costs one timed call, not five. Rates are GFLOP/s, the percentage of this
+machine's measured peak (`bench.peak`, per core, times the thread count) and, for memory-bound
+variants, GB/s; every peer gets a column and the ratio nanotc/peer (above 1: nanotc is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
+PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
+PEER_ORDER = ("numpy", "torch", "libxsmm", "blis")  # column order of the tables
+
+
+class ValidationError(AssertionError):
+    """An implementation computed a wrong result; the benchmark refuses to time it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options shared by every workload (see `add_common_options`)."""
+
+    quick: bool = False
+    threads: tuple[int, ...] = (1, 2)
+    dtypes: tuple[str, ...] = ("f32", "f64")
+    warmup: int = 1
+    repeats: int = 5
+    budget: float = 10.0  # seconds of timed calls per implementation and configuration
+    peers: tuple[str, ...] | None = None  # None: every peer found
+    seed: int = 0
+
+    def quick_defaults(self) -> Settings:
+        """Few repetitions and a small budget: seconds per workload, for smoke tests."""
+        return replace(self, warmup=1, repeats=min(self.repeats, 2), budget=min(self.budget, 0.5))
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median seconds per unit of work (one GEMM, one sweep over a batch) and its samples."""
+
+    seconds: float
+    samples: tuple[float, ...]
+
+    @property
+    def repeats(self) -> int:
+        return len(self.samples)
+
+
+def measure(
+    run: Callable[[], float | None],
+    *,
+    warmup: int,
+    repeats: int,
+    budget: float,
+    units: int = 1,
+) -> Timing:
+    """Call `run` `warmup` times untimed, then up to `repeats` times timed (at least once, and
+    no more once `budget` seconds of timed calls have passed). A call may return the seconds it
+    measured itself (a float); otherwise its wall time counts. Each sample is divided by `units`."""
+    for _ in range(warmup):
+        run()
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < max(1, repeats):
+        start = time.perf_counter()
+        inner = run()
+        wall = time.perf_counter() - start
+        spent += wall
+        seconds = inner if isinstance(inner, float) else wall
+        if seconds <= 0:
+            raise RuntimeError(f"implementation reported a non-positive time ({seconds})")
+        samples.append(seconds / units)
+        if spent >= budget:
+            break
+    return Timing(statistics.median(samples), tuple(samples))
+
+
+def calibrate(run: Callable[[int], float | None], target: float, limit: int = 1 << 24) -> int:
+    """Repetition count whose call to `run(count)` lasts about `target` seconds (at least 1)."""
+    count = 1
+    while count < limit:
+        start = time.perf_counter()
+        inner = run(count)
+        seconds = inner if isinstance(inner, float) else time.perf_counter() - start
+        if seconds >= target / 4:
+            return max(1, min(limit, round(count * target / seconds)))
+        count *= 8
+    return limit
+
+
+def timed(
+    what: str,
+    call: Callable[[], float | None],
+    check: Callable[[str], None],
+    settings: Settings,
+    units: int = 1,
+) -> Timing:
+    """Validate, then time: the first call's result is checked (`check(what)` raises on a wrong
+    result) and counts as the first warm-up call; then `measure` with the settings."""
+    call()
+    check(what)
+    return measure(
+        call,
+        warmup=max(0, settings.warmup - 1),
+        repeats=settings.repeats,
+        budget=settings.budget,
+        units=units,
+    )
+
+
+def timed_repeated(
+    what: str,
+    call: Callable[[int], float | None],
+    check: Callable[[str], None],
+    settings: Settings,
+    target: float,
+) -> Timing:
+    """Like `timed` for an implementation that repeats its work `reps` times per call
+    (`call(reps)`): validate one repetition, choose `reps` so a call lasts about `target`
+    seconds, then time calls with that count; the timing is per repetition."""
+    call(1)
+    check(what)
+    reps = calibrate(call, target)
+    return measure(
+        lambda: call(reps),
+        warmup=max(0, settings.warmup - 1),
+        repeats=settings.repeats,
+        budget=settings.budget,
+        units=reps,
+    )
+
+
+# --- correctness ---------------------------------------------------------------------------------
+
+
+def check_gemm(
+    what: str,
+    got: np.ndarray,
+    expected: np.ndarray,
+    bound: np.ndarray,
+    k: int,
+    dtype: type[np.floating[Any]],
+) -> None:
+    """Raise `ValidationError` unless |got - expected| stays within rounding error.
+
+    `expected` is computed in float64; `bound` is sum_k |a_ik b_kj| (+ |beta c_ij|), so the
+    tolerance is a few units of roundoff of the element type times sqrt(k)-grown sums. Wrong
+    indexing, a missing term or a wrong beta gives errors orders of magnitude larger."""
+    eps = float(np.finfo(dtype).eps)
+    got64 = np.asarray(got, dtype=np.float64)
+    tolerance = 4 * eps * (math.sqrt(k) + 4) * bound + np.finfo(dtype).tiny
+    error = np.abs(got64 - expected)
+    bad = ~(error <= tolerance)  # also catches NaN
+    if bad.any():
+        index = np.unravel_index(
+            int(np.argmax(np.where(bad, error - tolerance, -np.inf))), bad.shape
+        )
+        raise ValidationError(
+            f"{what}: wrong result at {tuple(int(i) for i in index)}: got {got64[index]!r}, "
+            f"expected {expected[index]!r} (tolerance {tolerance[index]:.3g}; "
+            f"{int(bad.sum())} of {bad.size} elements wrong)"
+        )
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One configuration of one workload: nanotc's timing and each peer's."""
+
+    workload: str
+    shape: str
+    dtype: str
+    threads: int
+    flops: float  # per unit of work
+    nanotc: Timing
+    peers: dict[str, Timing] = field(default_factory=dict)
+    peak: float | None = None  # GFLOP/s of `threads` cores for this dtype
+    bytes: float | None = None  # memory traffic per unit of work, for memory-bound variants
+    variant: str = ""
+    params: str = ""  # how the configuration was set up (block size, batch, repetitions)
+    note: str = ""  # anything that qualifies the numbers; printed under the table
+
+    def gflops(self, timing: Timing) -> float:
+        return self.flops / timing.seconds / 1e9
+
+    def gbs(self, timing: Timing) -> float | None:
+        return None if self.bytes is None else self.bytes / timing.seconds / 1e9
+
+    @property
+    def percent_peak(self) -> float | None:
+        return None if not self.peak else 100 * self.gflops(self.nanotc) / self.peak
+
+    def ratio(self, peer: str) -> float | None:
+        """nanotc's speed over the peer's (above 1: nanotc is faster)."""
+        timing = self.peers.get(peer)
+        return None if timing is None else timing.seconds / self.nanotc.seconds
+
+
+# --- peaks and the machine -----------------------------------------------------------------------
+
+
+def parse_peaks(text: str) -> dict[str, float]:
+    """Parse `fp32=172,fp64=86` into {"fp32": 172.0, "fp64": 86.0}."""
+    peaks = {}
+    for item in text.split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            peaks[key.strip()] = float(value)
+    return peaks
+
+
+_peak_override: dict[str, float] = {}
+
+
+def override_peaks(peaks: dict[str, float]) -> None:
+    """Use these per-core peaks (GFLOP/s) instead of measuring them, e.g. numbers measured on
+    an idle machine; the `--peak` option and $NANOTC_BENCH_PEAK set them."""
+    _peak_override.update(peaks)
+
+
+@cache
+def _measured() -> dict[str, float]:
+    from bench import peak
+
+    return peak.peaks()
+
+
+def measured_peaks() -> dict[str, float]:
+    """Per-core peak GFLOP/s by precision: overrides, else measured once per process
+    (bench.peak; a loaded machine measures low, so % peak then reads high)."""
+    override = {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+    if {"fp32", "fp64"} <= override.keys():
+        return override
+    return {**_measured(), **override}
+
+
+def peak_gflops(dtype: str, threads: int) -> float | None:
+    key = PEAK_KEYS.get(dtype)
+    per_core = measured_peaks().get(key) if key else None
+    return None if per_core is None else per_core * threads
+
+
+def last_level_cache() -> int | None:
+    """Bytes of the largest CPU cache Linux reports (sysfs), or None."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return max(sizes, default=None)
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+
+def _rate(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if value >= 10 else f"{value:.{digits + 1}f}"
+
+
+def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
+    """Aligned text table: one line per row, a GFLOP/s and a ratio column per peer."""
+    memory_bound = any(r.bytes is not None for r in rows)
+    header = ["workload", "shape", "dtype", "thr", "nanotc GF/s", "% peak"]
+    if memory_bound:
+        header.append("nanotc GB/s")
+    for peer in peers:
+        header += [f"{peer} GF/s", f"nanotc/{peer}"]
+    lines = [header]
+    for r in rows:
+        name = f"{r.workload}/{r.variant}" if r.variant else r.workload
+        line = [name, r.shape, r.dtype, str(r.threads), _rate(r.gflops(r.nanotc))]
+        line.append(_rate(r.percent_peak))
+        if memory_bound:
+            line.append(_rate(r.gbs(r.nanotc)))
+        for peer in peers:
+            timing, ratio = r.peers.get(peer), r.ratio(peer)
+            line.append("-" if timing is None else _rate(r.gflops(timing)))
+            line.append("-" if ratio is None else f"{ratio:.2f}")
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    left = {0, 1, 2}
+    text = [
+        "  ".join(
+            c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))
+        )
+        for line in lines
+    ]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(text)
+
+
+def peer_order(rows: Sequence[Row]) -> list[str]:
+    """Peers present in any row: the usual ones in a fixed order, then any others."""
+    found: list[str] = []
+    for r in rows:
+        found += [p for p in r.peers if p not in found]
+    return sorted(found, key=lambda p: PEER_ORDER.index(p) if p in PEER_ORDER else len(PEER_ORDER))
+
+
+# --- CSV -----------------------------------------------------------------------------------------
+
+
+@cache
+def provenance() -> dict[str, str]:
+    """Where the numbers come from: host, CPU, nanotc's git commit, date, load at start."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
+            )
+    except OSError:
+        pass
+    try:
+        root = Path(__file__).resolve().parent.parent
+        commit = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": str(os.cpu_count() or ""),
+        "commit": commit,
+        "load": f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "",
+    }
+
+
+def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path:
+    """Write rows to `directory/name-YYYYmmdd-HHMMSS.csv`; seconds, GFLOP/s, GB/s and ratios
+    for nanotc and every peer, plus provenance columns."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = directory / f"{name}-{stamp}.csv"
+    peers = peer_order(rows)
+    columns = ["workload", "variant", "shape", "dtype", "threads", "flops", "bytes", "peak_gflops"]
+    columns += ["nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs", "nanotc_repeats"]
+    for p in peers:
+        columns += [f"{p}_s", f"{p}_gflops", f"{p}_gbs", f"ratio_{p}"]
+    meta = provenance()
+    columns += ["params", "note", *meta]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        for r in rows:
+            record: dict[str, Any] = {
+                "workload": r.workload,
+                "variant": r.variant,
+                "shape": r.shape,
+                "dtype": r.dtype,
+                "threads": r.threads,
+                "flops": r.flops,
+                "bytes": r.bytes,
+                "peak_gflops": r.peak,
+                "nanotc_s": r.nanotc.seconds,
+                "nanotc_gflops": r.gflops(r.nanotc),
+                "nanotc_pct_peak": r.percent_peak,
+                "nanotc_gbs": r.gbs(r.nanotc),
+                "nanotc_repeats": r.nanotc.repeats,
+                "params": r.params,
+                "note": r.note,
+                **meta,
+            }
+            for p, timing in r.peers.items():
+                record[f"{p}_s"] = timing.seconds
+                record[f"{p}_gflops"] = r.gflops(timing)
+                record[f"{p}_gbs"] = r.gbs(timing)
+                record[f"ratio_{p}"] = r.ratio(p)
+            writer.writerow(record)
+    return path
+
+
+# --- command line and output ---------------------------------------------------------------------
+
+
+def parse_list(convert: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    def parse(text: str) -> tuple[Any, ...]:
+        return tuple(convert(item) for item in text.split(",") if item)
+
+    return parse
+
+
+def _dtype(text: str) -> str:
+    if text not in DTYPES:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})"
+        )
+    return text
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
+    parser.add_argument("--threads", type=parse_list(int), help="thread counts, e.g. 1,2")
+    parser.add_argument("--dtypes", type=parse_list(_dtype), help="element types, e.g. f32,f64")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed calls (default 1)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls (default 5)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=10.0,
+        help="seconds of timed calls per implementation and configuration (default 10)",
+    )
+    parser.add_argument(
+        "--peers",
+        type=parse_list(str),
+        help="peers to compare with: numpy,torch,libxsmm,blis (default: all found; "
+        "also NANOTC_BENCH_PEERS)",
+    )
+    parser.add_argument(
+        "--peak",
+        type=parse_peaks,
+        help="per-core peaks instead of measuring, e.g. fp32=172,fp64=86 (or NANOTC_BENCH_PEAK)",
+    )
+    parser.add_argument("--no-csv", action="store_true", help="do not write bench/results/*.csv")
+
+
+def settings_from(
+    args: argparse.Namespace, threads: Sequence[int], dtypes: Sequence[str]
+) -> Settings:
+    """Settings from parsed options, with a workload's default thread counts and dtypes."""
+    if args.peak:
+        override_peaks(args.peak)
+    settings = Settings(
+        quick=args.quick,
+        threads=tuple(args.threads or threads),
+        dtypes=tuple(args.dtypes or dtypes),
+        warmup=args.warmup,
+        repeats=args.repeats,
+        budget=args.budget,
+        peers=tuple(args.peers) if args.peers else None,
+    )
+    return settings.quick_defaults() if settings.quick else settings
+
+
+def preamble(settings: Settings) -> None:
+    """Print where and how the benchmarks run: CPU, commit, measured peaks, machine load."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    meta = provenance()
+    peaks = ", ".join(f"{k} {v:.1f}" for k, v in measured_peaks().items())
+    given = {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+    source = " (measured)"
+    if given:
+        rest = "" if {"fp32", "fp64"} <= given.keys() else "; others measured"
+        source = f" (given: {', '.join(given)}{rest})"
+    mode = "quick" if settings.quick else "full"
+    print(
+        f"nanotc benchmarks ({mode}): {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}"
+    )
+    print(f"peak per core, GFLOP/s{source}: {peaks}")
+    if load > 0.5:
+        print(f"warning: load average {load:.2f} at start: other processes compete for the cores")
+
+
+def report(
+    rows: Sequence[Row], title: str, notes: Sequence[str] = (), csv_name: str | None = None
+) -> None:
+    """Print a titled table with its notes; write the CSV when `csv_name` is given."""
+    print(f"\n== {title}")
+    print(format_table(rows, peer_order(rows)))
+    for note in [*notes, *dict.fromkeys(r.note for r in rows if r.note)]:
+        print(f"note: {note}")
+    if csv_name and rows:
+        print(f"csv: {write_csv(rows, csv_name)}")

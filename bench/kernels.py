@@ -1,0 +1,96 @@
+"""The nanotc kernels the workloads time, as tiny-tensor-language text.
+
+Each generator returns the source of one function; `compiled(source)` compiles it once per
+process (`nanotc.compile`) and returns the callable kernel. Printing a source shows exactly what
+a benchmark measures, e.g. `python -c "from bench import kernels; print(kernels.batched(...))"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+import nanotc
+
+Kernel = Callable[..., None]  # kernel(*args, group_size=N, num_threads=T)
+
+
+def memref(dtype: str, *shape: int | str) -> str:
+    return f"memref<{dtype}x{'x'.join(str(s) for s in shape)}>"
+
+
+def column_blocks(dtype: str, nb: int, beta: float = 0.0) -> str:
+    """W1: C = A B (beta 0) with dynamic n x n operands; work-group g computes the column block
+    C[:, g*nb : (g+1)*nb] = A B[:, g*nb : (g+1)*nb]; launch with group_size = n / nb."""
+    dyn = memref(dtype, "?", "?")
+    block = f"memref<{dtype}x?x{nb},strided<1,?>>"  # the subview keeps the leading dimension
+    return f"""\
+func @gemm(%A: {dyn}, %B: {dyn}, %C: {dyn}) {{
+    %g = group_id
+    %j = arith.mul %g, {nb} : index
+    %b = subview %B[:, %j:{nb}] : {dyn}
+    %c = subview %C[:, %j:{nb}] : {dyn}
+    gemm.n.n 1.0, %A, %b, {beta!r}, %c : {dtype}, {dyn}, {block}, {dtype}, {block}
+}}
+"""
+
+
+def batched(dtype: str, m: int, n: int, k: int) -> str:
+    """W2: C_i += A_i B_i; work-group g multiplies batch member g; group_size = batch."""
+    a, b, c = memref(dtype, m, k, "?"), memref(dtype, k, n, "?"), memref(dtype, m, n, "?")
+    am, bm, cm = memref(dtype, m, k), memref(dtype, k, n), memref(dtype, m, n)
+    return f"""\
+func @bgemm(%A: {a}, %B: {b}, %C: {c}) {{
+    %g = group_id
+    %a = subview %A[:, :, %g] : {a}
+    %b = subview %B[:, :, %g] : {b}
+    %c = subview %C[:, :, %g] : {c}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : {dtype}, {am}, {bm}, {dtype}, {cm}
+}}
+"""
+
+
+def batched_repeated(dtype: str, m: int, n: int, k: int) -> str:
+    """W2, cache-resident: the same C_i += A_i B_i, swept %reps times over a small batch inside
+    one launch (so launch overhead is not measured). Work-group g owns the contiguous slice
+    batch*g/G .. batch*(g+1)/G (G = group_size, launched as one group per thread) and sweeps it
+    %reps times, like the libxsmm driver's threads. The batch must be a multiple of G."""
+    a, b, c = memref(dtype, m, k, "?"), memref(dtype, k, n, "?"), memref(dtype, m, n, "?")
+    am, bm, cm = memref(dtype, m, k), memref(dtype, k, n), memref(dtype, m, n)
+    return f"""\
+func @bgemm_repeated(%A: {a}, %B: {b}, %C: {c}, %reps: index) {{
+    %g = group_id
+    %groups = group_size
+    %batch = size %C[2] : {c}
+    %per = arith.div %batch, %groups : index
+    %lo = arith.mul %g, %per : index
+    %hi = arith.add %lo, %per : index
+    for %r = 0, %reps {{
+        for %i = %lo, %hi {{
+            %a = subview %A[:, :, %i] : {a}
+            %b = subview %B[:, :, %i] : {b}
+            %c = subview %C[:, :, %i] : {c}
+            gemm.n.n 1.0, %a, %b, 1.0, %c : {dtype}, {am}, {bm}, {dtype}, {cm}
+        }}
+    }}
+}}
+"""
+
+
+def single(dtype: str, m: int, n: int, k: int, static: bool = True, empty: bool = False) -> str:
+    """W3: one GEMM C = A B in one work-group, with the shape in the types (static) or not.
+    `empty` leaves out the gemm: the same launch with no work, to measure launch overhead."""
+    if static:
+        a, b, c = memref(dtype, m, k), memref(dtype, k, n), memref(dtype, m, n)
+    else:
+        a = b = c = memref(dtype, "?", "?")
+    body = "" if empty else f"    gemm.n.n 1.0, %A, %B, 0.0, %C : {dtype}, {a}, {b}, {dtype}, {c}\n"
+    return f"func @gemm(%A: {a}, %B: {b}, %C: {c}) {{\n{body}}}\n"
+
+
+@cache
+def compiled(source: str) -> Kernel:
+    """The one function of `source`, compiled for this machine (cached per process)."""
+    compilation = nanotc.compile(source, name="<bench>")
+    (name,) = list(compilation)
+    return compilation[name]

@@ -1,0 +1,149 @@
+"""W1: square GEMM C = A B for n = 256, 512, 1024, 2048; fp32 and fp64; 1 and 2 threads.
+
+nanotc: `kernels.column_blocks` — work-group g computes the column block C[:, g*nb:(g+1)*nb]
+with one `gemm.n.n 1.0, %A, %b, 0.0, %c`, launched with group_size = n/nb (default nb = n/8,
+so 2 threads get 4 blocks each; `--nb` overrides). Peers on the same column-major arrays:
+numpy (np.matmul into C^T = B^T A^T, i.e. in place; BLAS threads set to match), torch.mm
+(same trick, torch threads set to match), BLIS (bli_?gemm with explicit strides). FLOPs: 2n^3.
+
+    python -m bench.w1_square [--sizes 256,512] [--nb 128] [--threads 1,2] [--dtypes f32]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bench import harness, kernels
+from bench.harness import Row, Settings, Timing
+from bench.peers import Peers, discover, torch_peer
+from bench.peers.threads import blas_threads
+
+SIZES = (256, 512, 1024, 2048)
+QUICK_SIZES = (64, 128)
+
+
+def block_size(n: int, nb: int | None) -> int:
+    block = nb or max(1, n // 8)
+    if n % block:
+        raise ValueError(f"nb={block} does not divide n={n}")
+    return block
+
+
+def run(
+    settings: Settings,
+    peers: Peers | None = None,
+    sizes: Sequence[int] | None = None,
+    nb: int | None = None,
+) -> list[Row]:
+    """One row per (dtype, n, threads): nanotc and every available peer, validated then timed."""
+    peers = peers if peers is not None else discover(settings.peers)
+    sizes = tuple(sizes or (QUICK_SIZES if settings.quick else SIZES))
+    rng = np.random.default_rng(settings.seed)
+    rows = []
+    for dtype in settings.dtypes:
+        for n in sizes:
+            rows += _size(settings, peers, rng, dtype, n, block_size(n, nb))
+    return rows
+
+
+def _size(
+    settings: Settings, peers: Peers, rng: np.random.Generator, dtype: str, n: int, block: int
+) -> list[Row]:
+    np_dtype = harness.DTYPES[dtype]
+    a = np.asfortranarray(rng.uniform(-1, 1, (n, n)).astype(np_dtype))
+    b = np.asfortranarray(rng.uniform(-1, 1, (n, n)).astype(np_dtype))
+    c = np.full((n, n), np.nan, np_dtype, order="F")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected, bound = a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+    def check(what: str) -> None:
+        harness.check_gemm(what, c, expected, bound, n, np_dtype)
+        c.fill(np.nan)  # the next implementation must write every element (beta = 0)
+
+    kernel = kernels.compiled(kernels.column_blocks(dtype, block))
+    rows = []
+    for threads in settings.threads:
+
+        def nanotc_call(threads: int = threads) -> None:
+            kernel(a, b, c, group_size=n // block, num_threads=threads)
+
+        nanotc = harness.timed(f"nanotc n={n} {dtype}", nanotc_call, check, settings)
+        timings, notes = _peers(peers, a, b, c, threads, check, settings)
+        rows.append(
+            Row(
+                workload="w1",
+                shape=f"{n}x{n}x{n}",
+                dtype=dtype,
+                threads=threads,
+                flops=2.0 * n**3,
+                nanotc=nanotc,
+                peers=timings,
+                peak=harness.peak_gflops(dtype, threads),
+                params=f"nb={block}, group_size={n // block}",
+                note="; ".join(notes),
+            )
+        )
+    return rows
+
+
+def _peers(
+    peers: Peers,
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    threads: int,
+    check: Callable[[str], None],
+    settings: Settings,
+) -> tuple[dict[str, Timing], list[str]]:
+    """Each available peer computes the same C = A B on the same arrays; returns their timings
+    and notes (e.g. when numpy's BLAS thread count could not be set)."""
+    timings: dict[str, Timing] = {}
+    notes: list[str] = []
+    shape = f"n={a.shape[0]}"
+    with blas_threads(threads) as controlled:
+        if not controlled:
+            notes.append("numpy BLAS threads not set (install threadpoolctl)")
+        timings["numpy"] = harness.timed(
+            f"numpy {shape}", lambda: np.matmul(b.T, a.T, out=c.T), check, settings
+        )
+    if peers.torch is not None:
+        torch = peers.torch
+        ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+        with torch_peer.threads(torch, threads):
+            timings["torch"] = harness.timed(
+                f"torch {shape}", lambda: torch.mm(tb.T, ta.T, out=tc.T), check, settings
+            )
+    if peers.blis is not None:
+        blis = peers.blis
+        with blis.threads(threads):
+            timings["blis"] = harness.timed(
+                f"blis {shape}", lambda: blis.gemm(a, b, c), check, settings
+            )
+    return timings, notes
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sizes", type=harness.parse_list(int), help="n values (default 256..2048)"
+    )
+    parser.add_argument("--nb", type=int, help="columns per work-group (default n/8)")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_common_options(parser)
+    add_options(parser)
+    args = parser.parse_args(argv)
+    settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32", "f64"))
+    harness.preamble(settings)
+    peers = discover(settings.peers)
+    rows = run(settings, peers, sizes=args.sizes, nb=args.nb)
+    csv = None if args.no_csv else "w1_square"
+    harness.report(rows, "W1 square GEMM C = A B (column-major)", peers.notes, csv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""W2: batched small GEMM C_i += A_i B_i (column-major), the tensor language's main use case.
+
+Shapes (M, N, K): 8^3, 16^3, 32^3, 64^3, 56x9x9, 35x9x35, 20x9x20; fp32 and fp64; 1 and 2 threads.
+Two variants:
+
+  memory  a batch filling ~200 MB (--working-set-mb), one sweep per timed call; GB/s counts A
+          and B read plus C read and written. nanotc: `kernels.batched`, group_size = batch.
+  cache   a batch of ~256 KB in total (--cache-kb), swept many times inside one timed call so
+          it stays in L2. nanotc: `kernels.batched_repeated`, one work-group per thread, each
+          sweeping its contiguous slice %reps times (no launch overhead measured).
+
+Peers on the same arrays: libxsmm (bench/peers/libxsmm_driver.c: one JIT kernel, the same
+slices per thread, timed in C), torch.baddbmm_ (in place on the row-major transposed views,
+C_i^T += B_i^T A_i^T), and numpy np.matmul over the stacked batch (a baseline: the product goes
+to a scratch batch, then is added to C).
+
+    python -m bench.w2_batched [--variants memory,cache] [--shapes 32x32x32,35x9x35] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench import harness, kernels
+from bench.harness import Row, Settings, Timing
+from bench.peers import Peers, discover, torch_peer
+from bench.peers.threads import blas_threads
+
+SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35), (20, 9, 20))
+QUICK_SHAPES = ((8, 8, 8), (35, 9, 35))
+VARIANTS = ("memory", "cache")
+SAMPLE = 48  # batch members validated (all of them in small batches)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much data each variant uses, and how long one timed call of `cache` should last."""
+
+    working_set: int = 200 * 10**6  # bytes of A, B and C in the memory variant
+    cache: int = 256 * 10**3  # bytes of A, B and C in the cache variant
+    call_seconds: float = 0.1  # target duration of one timed call of the cache variant
+
+    @staticmethod
+    def quick() -> Sizes:
+        return Sizes(working_set=4 * 10**6, cache=64 * 10**3, call_seconds=0.01)
+
+
+class BatchCheck:
+    """Validates sampled batch members of C against numpy after one sweep of C_i += A_i B_i.
+
+    `reset()` restores C's initial random values before each implementation's validation sweep,
+    so every check is as strict as the first (and beta = 1 really is tested)."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, rng: np.random.Generator):
+        batch = c.shape[2]
+        chosen = rng.choice(batch, size=min(batch, SAMPLE), replace=False)
+        self.members = np.unique(np.concatenate([[0, batch - 1], chosen]))
+        a64, b64 = (x[:, :, self.members].astype(np.float64) for x in (a, b))
+        self.initial = c.copy(order="F")
+        before = self.initial[:, :, self.members].astype(np.float64)
+        self.expected = before + np.einsum("mki,kni->mni", a64, b64)
+        self.bound = np.abs(before) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
+        self.c, self.k, self.dtype = c, a.shape[1], c.dtype.type
+
+    def reset(self) -> None:
+        np.copyto(self.c, self.initial)
+
+    def __call__(self, what: str) -> None:
+        got = self.c[:, :, self.members]
+        harness.check_gemm(what, got, self.expected, self.bound, self.k, self.dtype)
+
+
+def batch_size(m: int, n: int, k: int, itemsize: int, total_bytes: int, multiple: int) -> int:
+    """Members filling `total_bytes` with A, B and C, rounded to a positive multiple."""
+    per_member = (m * k + k * n + m * n) * itemsize
+    return max(multiple, total_bytes // per_member // multiple * multiple)
+
+
+def run(
+    settings: Settings,
+    peers: Peers | None = None,
+    shapes: Sequence[tuple[int, int, int]] | None = None,
+    variants: Sequence[str] = VARIANTS,
+    sizes: Sizes | None = None,
+    prefetch: bool = False,
+) -> list[Row]:
+    """One row per (variant, dtype, shape, threads), validated then timed."""
+    peers = peers if peers is not None else discover(settings.peers)
+    shapes = tuple(shapes or (QUICK_SHAPES if settings.quick else SHAPES))
+    sizes = sizes or (Sizes.quick() if settings.quick else Sizes())
+    multiple = math.lcm(*settings.threads)
+    rng = np.random.default_rng(settings.seed)
+    rows = []
+    for variant in variants:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
+        total = sizes.working_set if variant == "memory" else sizes.cache
+        for dtype in settings.dtypes:
+            np_dtype = harness.DTYPES[dtype]
+            for m, n, k in shapes:
+                batch = batch_size(m, n, k, np.dtype(np_dtype).itemsize, total, multiple)
+                a, b, c = (
+                    np.asfortranarray(rng.uniform(-1, 1, (r, s, batch)).astype(np_dtype))
+                    for r, s in ((m, k), (k, n), (m, n))
+                )
+                check = BatchCheck(a, b, c, rng)
+                for threads in settings.threads:
+                    case = Case(variant, dtype, threads, a, b, c, check, settings, sizes, prefetch)
+                    rows.append(case.row(peers))
+                del a, b, c, check
+    return rows
+
+
+@dataclass
+class Case:
+    """One configuration: the arrays, the thread count, and how to time an implementation."""
+
+    variant: str
+    dtype: str
+    threads: int
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    check: BatchCheck
+    settings: Settings
+    sizes: Sizes
+    prefetch: bool
+
+    def time(self, what: str, call: Callable[[int], float | None]) -> Timing:
+        """Validate one sweep, then time: one sweep per call (memory) or a calibrated number of
+        sweeps per call (cache); seconds per sweep."""
+        self.check.reset()
+        if self.variant == "memory":
+            return harness.timed(what, lambda: call(1), self.check, self.settings)
+        return harness.timed_repeated(
+            what, call, self.check, self.settings, self.sizes.call_seconds
+        )
+
+    def row(self, peers: Peers) -> Row:
+        a, b, c, threads = self.a, self.b, self.c, self.threads
+        (m, k, batch), n = a.shape, b.shape[1]
+        label = f"{m}x{n}x{k} {self.dtype} batch={batch} threads={threads} ({self.variant})"
+        timings: dict[str, Timing] = {}
+        notes: list[str] = []
+        if self.variant == "memory":
+            kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
+
+            def nanotc(reps: int) -> None:
+                kernel(a, b, c, group_size=batch, num_threads=threads)
+
+        else:
+            kernel = kernels.compiled(kernels.batched_repeated(self.dtype, m, n, k))
+
+            def nanotc(reps: int) -> None:
+                kernel(a, b, c, reps, group_size=threads, num_threads=threads)
+
+        nanotc_timing = self.time(f"nanotc {label}", nanotc)
+        if peers.libxsmm is not None:
+            xsmm = peers.libxsmm
+
+            def libxsmm(reps: int) -> float:
+                return xsmm.gemm_batch(a, b, c, reps=reps, threads=threads, prefetch=self.prefetch)
+
+            timings["libxsmm"] = self.time(f"libxsmm {label}", libxsmm)
+        # Row-major views of the transposes: C_i^T += B_i^T A_i^T, contiguous, no copies.
+        at, bt, ct = (x.transpose(2, 1, 0) for x in (a, b, c))
+        if peers.torch is not None:
+            torch = peers.torch
+            tat, tbt, tct = (torch.from_numpy(x) for x in (at, bt, ct))
+
+            def torch_call(reps: int) -> None:
+                for _ in range(reps):
+                    tct.baddbmm_(tbt, tat)
+
+            with torch_peer.threads(torch, threads):
+                timings["torch"] = self.time(f"torch {label}", torch_call)
+        scratch = np.empty_like(ct)
+
+        def numpy_call(reps: int) -> None:
+            for _ in range(reps):
+                np.matmul(bt, at, out=scratch)
+                np.add(ct, scratch, out=ct)
+
+        with blas_threads(threads) as controlled:
+            if not controlled:
+                notes.append("numpy BLAS threads not set (install threadpoolctl)")
+            timings["numpy"] = self.time(f"numpy {label}", numpy_call)
+        itemsize = c.itemsize
+        memory = self.variant == "memory"
+        return Row(
+            workload="w2",
+            variant=self.variant,
+            shape=f"{m}x{n}x{k} b{batch}",
+            dtype=self.dtype,
+            threads=threads,
+            flops=2.0 * m * n * k * batch,
+            bytes=float((m * k + k * n + 2 * m * n) * itemsize * batch) if memory else None,
+            nanotc=nanotc_timing,
+            peers=timings,
+            peak=harness.peak_gflops(self.dtype, threads),
+            params=f"batch={batch}, {batch * (m * k + k * n + m * n) * itemsize} bytes",
+            note="; ".join(notes),
+        )
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    def shape(text: str) -> tuple[int, int, int]:
+        m, n, k = (int(x) for x in text.lower().split("x"))
+        return m, n, k
+
+    parser.add_argument("--shapes", type=harness.parse_list(shape), help="MxNxK,... (M,N,K)")
+    parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache")
+    parser.add_argument("--working-set-mb", type=float, help="memory variant size (default 200)")
+    parser.add_argument("--cache-kb", type=float, help="cache variant size (default 256)")
+    parser.add_argument(
+        "--libxsmm-prefetch", action="store_true", help="libxsmm kernels prefetch the next operands"
+    )
+
+
+def sizes_from(args: argparse.Namespace, quick: bool) -> Sizes:
+    sizes = Sizes.quick() if quick else Sizes()
+    if args.working_set_mb:
+        sizes = Sizes(int(args.working_set_mb * 1e6), sizes.cache, sizes.call_seconds)
+    if args.cache_kb:
+        sizes = Sizes(sizes.working_set, int(args.cache_kb * 1e3), sizes.call_seconds)
+    return sizes
+
+
+def notes_for(sizes: Sizes, variants: Sequence[str]) -> list[str]:
+    llc = harness.last_level_cache()
+    if "memory" in variants and llc and sizes.working_set <= llc:
+        return [
+            f"memory variant: {sizes.working_set / 1e6:.0f} MB fits in this CPU's "
+            f"{llc >> 20} MiB last-level cache; raise --working-set-mb for DRAM bandwidth"
+        ]
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_common_options(parser)
+    add_options(parser)
+    args = parser.parse_args(argv)
+    settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32", "f64"))
+    harness.preamble(settings)
+    peers = discover(settings.peers)
+    sizes = sizes_from(args, settings.quick)
+    variants = tuple(args.variants or VARIANTS)
+    rows = run(settings, peers, args.shapes, variants, sizes, args.libxsmm_prefetch)
+    csv = None if args.no_csv else "w2_batched"
+    notes = peers.notes + notes_for(sizes, variants)
+    harness.report(rows, "W2 batched small GEMM C_i += A_i B_i (column-major)", notes, csv)
+
+
+if __name__ == "__main__":
+    main()

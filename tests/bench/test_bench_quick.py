@@ -1,0 +1,102 @@
+"""The benchmarks' quick mode runs in-process and yields validated, positive rates.
+
+No speed is asserted. Peers other than numpy are used when installed and skipped otherwise
+(CI has neither torch nor libxsmm); every implementation's result is checked against numpy
+inside the benchmark before it is timed, so a wrong kernel fails these tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from bench import harness, w1_square, w2_batched, w3_resnet
+from bench.harness import Row, Settings
+from bench.peers import Peers, discover
+
+QUICK = replace(Settings(quick=True).quick_defaults(), repeats=1, budget=0.05)
+
+
+@pytest.fixture(scope="module")
+def peers() -> Peers:
+    return discover()
+
+
+def assert_rates(rows: list[Row]) -> None:
+    assert rows
+    for row in rows:
+        assert math.isfinite(row.gflops(row.nanotc)) and row.gflops(row.nanotc) > 0
+        assert "numpy" in row.peers
+        for timing in row.peers.values():
+            assert row.gflops(timing) > 0
+        assert row.percent_peak is not None and row.percent_peak > 0
+    table = harness.format_table(rows, harness.peer_order(rows))
+    assert len(table.splitlines()) == len(rows) + 2
+
+
+def test_w1_square(peers: Peers) -> None:
+    rows = w1_square.run(QUICK, peers)
+    assert_rates(rows)
+    assert {(r.dtype, r.threads) for r in rows} == {(d, t) for d in ("f32", "f64") for t in (1, 2)}
+
+
+def test_w2_batched(peers: Peers) -> None:
+    rows = w2_batched.run(QUICK, peers)
+    assert_rates(rows)
+    assert {r.variant for r in rows} == {"memory", "cache"}
+    assert all(r.gbs(r.nanotc) for r in rows if r.variant == "memory")
+
+
+def test_w3_resnet(peers: Peers) -> None:
+    rows = w3_resnet.run(replace(QUICK, threads=(1,), dtypes=("f32",)), peers)
+    assert_rates(rows)
+    assert [r.variant for r in rows[-2:]] == ["all", "resnet50"]
+    layers = rows[:-2]
+    total = sum(r.nanotc.seconds for r in layers)
+    assert rows[-2].nanotc.seconds == pytest.approx(total)
+
+
+def test_table_i_is_the_papers() -> None:
+    assert len(w3_resnet.TABLE_I) == 20
+    assert sum(x.count for x in w3_resnet.TABLE_I) == 53
+    assert (w3_resnet.TABLE_I[0].m, w3_resnet.TABLE_I[0].n, w3_resnet.TABLE_I[0].k) == (
+        12544,
+        64,
+        147,
+    )
+
+
+def test_wrong_results_are_refused() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-1, 1, (16, 8)), rng.uniform(-1, 1, (8, 4))
+    expected, bound = a @ b, np.abs(a) @ np.abs(b)
+    got = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
+    harness.check_gemm("right", got, expected, bound, 8, np.float32)
+    for wrong in (got + 1e-3 * (np.arange(got.size).reshape(got.shape) == 5), got * np.nan):
+        with pytest.raises(harness.ValidationError):
+            harness.check_gemm("wrong", wrong, expected, bound, 8, np.float32)
+
+
+def test_csv(tmp_path, peers: Peers) -> None:  # type: ignore[no-untyped-def]
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    rows = w1_square.run(settings, peers, sizes=(32,), nb=8)
+    path = harness.write_csv(rows, "test", tmp_path)
+    header, line = path.read_text().splitlines()[:2]
+    assert header.startswith("workload,variant,shape,dtype,threads")
+    assert line.startswith("w1,,32x32x32,f32,1")
+
+
+def test_a_wrong_kernel_stops_the_benchmark(monkeypatch: pytest.MonkeyPatch, peers: Peers) -> None:
+    """beta = 0 instead of 1 in W2's kernel: the validation sweep must catch it."""
+    right = w2_batched.kernels.batched
+
+    def wrong(dtype: str, m: int, n: int, k: int) -> str:
+        return right(dtype, m, n, k).replace("1.0, %c", "0.0, %c")
+
+    monkeypatch.setattr(w2_batched.kernels, "batched", wrong)
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    with pytest.raises(harness.ValidationError, match="nanotc"):
+        w2_batched.run(settings, peers, shapes=[(8, 8, 8)], variants=["memory"])
