@@ -107,6 +107,7 @@ class ErrorKind(enum.Enum):
     MISSING_ELSE = "If instruction that returns values must have an else region"
     RESULT_COUNT = "Number of result identifiers ({}) does not match number of returned values ({})"
     INVALID_STEP = "Loop step must be positive"
+    NESTING_TOO_DEEP = "Regions are nested more than {} levels deep"
     # attributes
     DUPLICATE_ATTRIBUTE = "Attribute {} given more than once"
     INVALID_WORK_GROUP_SIZE = "Work-group size modes must be positive"

@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     func = compilation.program.function(args.kernel)
     rng = np.random.default_rng(args.seed)
     arguments = make_arguments(func, args.group_size, parse_sizes(args.size), rng)
-    originals = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
+    originals = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in arguments]
     kernel = compilation[args.kernel]
     kernel(*arguments, group_size=args.group_size, num_threads=args.threads)
     status = 0
@@ -79,7 +79,7 @@ def _validate(compilation: Compilation, func: Function, native: list[Any],
               originals: list[Any], group_size: int) -> int:  # fmt: skip
     from nanotc.reference import evaluate
 
-    expected = [a.copy() if isinstance(a, np.ndarray) else a for a in originals]
+    expected = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in originals]
     evaluate(compilation.program, func.name, expected, group_size)
     report = compare_outputs(func, native, expected)
     for name, error, ok in report:

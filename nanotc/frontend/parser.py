@@ -60,6 +60,10 @@ from nanotc.ir.types import INDEX, ScalarType, Type, UnknownType
 from nanotc.ir.values import Constant, Poison, Value
 
 
+MAX_NESTING = 64
+"""Regions nested deeper than this are rejected (a limit far above real kernels)."""
+
+
 class ParseFailure(Exception):
     """A syntax error was recorded; parsing cannot continue."""
 
@@ -104,7 +108,7 @@ class Parser(TypeParser):
             return None
 
     def function(self) -> Function:
-        """A function; a second `@name` is reported by the checker, which sees built programs too."""
+        """A function. A second `@name` is reported by the checker, which sees built programs."""
         start = self.expect("func")
         name_tok = self.expect_kind(Tok.GLOBAL)
         name = name_tok.text[1:]
@@ -156,6 +160,9 @@ class Parser(TypeParser):
     def region_body(self, region: Region) -> None:
         """Parse `{ instruction* }` into `region`, whose params are already in scope."""
         open_ = self.expect("{")
+        if len(self.scopes) > MAX_NESTING:  # every later stage recurses once per region
+            self.sink.error(ErrorKind.NESTING_TOO_DEEP, open_.range, MAX_NESTING)
+            raise ParseFailure
         while not self.peek().is_("}"):
             if self.peek().kind is Tok.EOF:
                 self.fail('"}"')

@@ -14,9 +14,11 @@ nest of the LLVM backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region
-from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm
+from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
@@ -56,17 +58,37 @@ def gemm_extents(g: Gemm) -> tuple[int | None, int | None, int | None]:
     """Static M, N, K (None where dynamic)."""
     m, n = g.c.type.shape
     a_shape = g.a.type.shape
-    k = a_shape[0] if g.trans_a.value == "t" else a_shape[1]
+    k = a_shape[0] if g.trans_a is Transpose.T else a_shape[1]
     return m, n, k
 
 
+MicroFactory = Callable[[Builder, "Index", "Index", "Index", int, int], None]
+"""Emits one microkernel: (builder, row, col, rows, mr, nr)."""
+
+
 def tile_gemm(g: Gemm, target: Target) -> list[Instruction]:
-    m, n, k = gemm_extents(g)
-    tile = choose(target, g.c.type.element, m, n, k)
+    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+        b.add(
+            TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
+            a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
+        )  # fmt: skip
+
+    return tile_output(g.c, gemm_extents(g), target, micro)
+
+
+Extents = tuple[int | None, int | None, int | None]
+
+
+def tile_output(
+    c: Value, extents: Extents, target: Target, micro: MicroFactory
+) -> list[Instruction]:
+    """Loops over the register tiles of C, calling `micro` for each (full and remainder)."""
+    m, n, k = extents
+    tile = choose(target, c.type.element, m, n, k)
     b = Builder(Region())
-    tiler = _Tiler(g, tile, b.size(g.c, 0) if m is None else m)
+    tiler = _Tiler(tile, b.size(c, 0) if m is None else m, micro)
     if n is None:
-        _dynamic_columns(b, tiler, b.size(g.c, 1))
+        _dynamic_columns(b, tiler, b.size(c, 1))
     else:
         _static_columns(b, tiler, n)
     return b.region.instructions
@@ -75,12 +97,12 @@ def tile_gemm(g: Gemm, target: Target) -> list[Instruction]:
 class _Tiler:
     """Emits the row tiles of one column block."""
 
-    def __init__(self, g: Gemm, tile: RegisterTile, m: int | Value):
-        self.g = g
+    def __init__(self, tile: RegisterTile, m: Index, micro: MicroFactory):
         self.tile = tile
         self.m = m
+        self.micro = micro
 
-    def rows(self, b: Builder, col: int | Value, width: int) -> None:
+    def rows(self, b: Builder, col: Index, width: int) -> None:
         mr = self.tile.mr
         if isinstance(self.m, int):
             full, tail = divmod(self.m, mr)
@@ -99,15 +121,6 @@ class _Tiler:
         tail = b.arith(BinaryOp.SUB, self.m, full_rows)
         branch = b.if_(b.cmp(CmpCond.GT, tail, 0), with_else=False)
         self.micro(branch.then, full_rows, col, tail, mr, width)
-
-    def micro(
-        self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int
-    ) -> None:
-        g = self.g
-        b.add(
-            TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
-            a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
-        )  # fmt: skip
 
 
 def _static_columns(b: Builder, tiler: _Tiler, n: int) -> None:

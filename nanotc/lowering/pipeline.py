@@ -3,7 +3,9 @@
 Each pass is a small frozen dataclass with `run(func, target)` that rewrites one function of
 a copy of the program in place. The default pipeline, in order:
 
-1. gemm-tiles: gemms become loops around register-tile microkernels (`tile.gemm`).
+1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
+   keep C in registers across the whole loop;
+2. gemm-tiles: the remaining gemms become loops around register-tile microkernels.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Protocol
 
 from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program
+from nanotc.lowering.batch_reduce import lower_batch_reduce
 from nanotc.lowering.gemm_tiles import lower_gemms
 from nanotc.targets import Target
 
@@ -31,7 +34,15 @@ class GemmTiles:
         lower_gemms(func, target)
 
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (GemmTiles(),)
+@dataclass(frozen=True)
+class BatchReduce:
+    name: str = "batch-reduce"
+
+    def run(self, func: Function, target: Target) -> None:
+        lower_batch_reduce(func, target)
+
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (BatchReduce(), GemmTiles())
 
 
 def lower(

@@ -112,9 +112,9 @@ class GroupArgument:
 
     def member(self, index: int) -> np.ndarray:
         """`load %group[index]`: member `index` as a memref view, shifted by the offset."""
-        count = len(self.bound.members)
+        count = len(self.bound)
         require(0 <= index < count, f"group index {index} out of bounds [0, {count})")
-        return argument_view(self.bound.members[index], self.type.memref, self.bound.offset)
+        return argument_view(self.bound.member(index), self.type.memref, self.bound.offset)
 
 
 def alloca(t: MemRefType) -> np.ndarray:

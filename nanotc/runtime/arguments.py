@@ -26,8 +26,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from nanotc.ir.core import Function
+from nanotc.ir.core import Function, walk
+from nanotc.ir.instructions import GroupId, Load
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type
+from nanotc.ir.values import OpResult
 
 _DTYPES: dict[ScalarType, np.dtype[Any]] = {
     ScalarType.I1: np.dtype(np.bool_),
@@ -77,30 +79,74 @@ class MemrefView:
 
 @dataclass(frozen=True)
 class GroupView:
-    members: tuple[MemrefView, ...]
+    """A group's members as the kernel sees them, as tables with one row per member: data
+    address (before the group offset), sizes and element strides."""
+
+    addresses: np.ndarray  # uint64
+    shapes: np.ndarray  # int64, (members, order)
+    strides: np.ndarray  # int64, (members, order)
     offset: int
+    arrays: tuple[np.ndarray, ...]  # the member arrays, or the one batched array
+    batched: bool  # one array whose last axis indexes the group
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    def member(self, i: int) -> MemrefView:
+        """Member i (before the offset), as a view of the caller's memory."""
+        array = self.arrays[0][..., i] if self.batched else self.arrays[i]
+        return MemrefView(array, int(self.addresses[i]), tuple(array.shape), tuple(self.strides[i]))
 
 
 BoundArgument = MemrefView | GroupView | np.generic
 
 
-def bind_arguments(func: Function, args: Sequence[Any], group_size: int) -> list[BoundArgument]:
+def bind_arguments(
+    func: Function,
+    args: Sequence[Any],
+    group_size: int,
+    by_group_id: frozenset[int] | None = None,
+) -> list[BoundArgument]:
+    """Bind every argument; `by_group_id` (computed when not given) are the parameters of
+    groups the kernel indexes only by its group id."""
     params = func.arguments
     if len(args) != len(params):
         names = ", ".join("%" + (p.name or "?") for p in params)
         raise TypeError(f"@{func.name} takes {len(params)} arguments ({names}), {len(args)} given")
+    if by_group_id is None:
+        by_group_id = groups_indexed_by_group_id(func)
     return [
-        bind(p.name or str(i), p.type, a, group_size) for i, (p, a) in enumerate(zip(params, args))
+        bind(p.name or str(i), p.type, a, group_size if i in by_group_id else None)
+        for i, (p, a) in enumerate(zip(params, args))
     ]
 
 
-def bind(name: str, t: Type, value: Any, group_size: int) -> BoundArgument:
+def groups_indexed_by_group_id(func: Function) -> frozenset[int]:
+    """Group parameters whose every load uses `group_id` as the index: only their first
+    group_size members are reachable. Any other group may be read at any member."""
+    loads: dict[int, list[Load]] = {}
+    for inst in walk(func.body):
+        if isinstance(inst, Load) and isinstance(inst.source.type, GroupType):
+            loads.setdefault(id(inst.source), []).append(inst)
+    return frozenset(
+        i
+        for i, p in enumerate(func.arguments)
+        if loads.get(id(p)) and all(_is_group_id(load.indices[0]) for load in loads[id(p)])
+    )
+
+
+def _is_group_id(value: Any) -> bool:
+    return isinstance(value, OpResult) and isinstance(value.owner, GroupId)
+
+
+def bind(name: str, t: Type, value: Any, reachable: int | None = None) -> BoundArgument:
+    """`reachable`: for a group, how many leading members the kernel can read (None: all)."""
     if isinstance(t, ScalarType):
         return bind_scalar(name, t, value)
     if isinstance(t, MemRefType):
         return bind_memref(name, t, value)
     if isinstance(t, GroupType):
-        return bind_group(name, t, value, group_size)
+        return bind_group(name, t, value, reachable)
     raise ArgumentError(name, f"a parameter of a launchable type, not {t}", type(value).__name__)
 
 
@@ -149,7 +195,7 @@ def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
     return MemrefView(array, address, tuple(array.shape), strides)
 
 
-def bind_group(name: str, t: GroupType, value: Any, group_size: int) -> GroupView:
+def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None) -> GroupView:
     offset = t.offset
     if isinstance(value, Group):
         if offset is not DYNAMIC and value.offset != offset:
@@ -159,31 +205,61 @@ def bind_group(name: str, t: GroupType, value: Any, group_size: int) -> GroupVie
         offset = 0
     if offset < 0:
         raise ArgumentError(name, "a non-negative group offset", str(offset))
-    if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__"):
-        batch = np.asarray(value)
-        if batch.ndim != t.memref.order + 1:
-            raise ArgumentError(
-                name,
-                f"array with {t.memref.order + 1} dimensions (last one indexes the group) for {t}",
-                _describe(batch),
-            )
-        members: Sequence[Any] = [batch[..., i] for i in range(batch.shape[-1])]
+    batch = isinstance(value, np.ndarray) or hasattr(value, "__array_interface__")
+    if batch:
+        value = np.asarray(value)
+        count = value.shape[-1] if value.ndim else 0
     elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        members = value
+        count = len(value)
     else:
         raise ArgumentError(
             name, f"a sequence of arrays or one batched array for {t}", _describe(value)
         )
-    if len(members) < group_size:
+    if reachable is not None and count < reachable:
         raise ArgumentError(
-            name, f"at least {group_size} group members (group_size)", f"{len(members)}"
+            name, f"at least {reachable} group members (indexed by group_id)", str(count)
         )
-    views = tuple(
-        bind_memref(f"{name}[{i}]", t.memref, m) for i, m in enumerate(members[:group_size])
+    view = _bind_batch(name, t, value) if batch else _bind_members(name, t, value)
+    used = len(view) if reachable is None else reachable
+    # members of a batch differ by a shift of their start: the first and last suffice
+    for i in sorted({0, used - 1}) if view.batched else range(used):
+        if 0 <= i < len(view):
+            _check_shifted_member(f"{name}[{i}]", view.member(i), offset)
+    return GroupView(view.addresses, view.shapes, view.strides, offset, view.arrays, view.batched)
+
+
+def _bind_members(name: str, t: GroupType, members: Sequence[Any]) -> GroupView:
+    views = [bind_memref(f"{name}[{i}]", t.memref, m) for i, m in enumerate(members)]
+    order = t.memref.order
+    return GroupView(
+        np.array([v.address for v in views], dtype=np.uint64),
+        np.array([v.shape for v in views], dtype=np.int64).reshape(len(views), order),
+        np.array([v.strides for v in views], dtype=np.int64).reshape(len(views), order),
+        0,
+        tuple(v.array for v in views),
+        batched=False,
     )
-    for i, view in enumerate(views):
-        _check_shifted_member(f"{name}[{i}]", view, offset)
-    return GroupView(views, offset)
+
+
+def _bind_batch(name: str, t: GroupType, batch: np.ndarray) -> GroupView:
+    """One array whose last axis indexes the group: every member has the layout of member 0,
+    which is checked once; the pointer table is computed, not built member by member."""
+    if batch.ndim != t.memref.order + 1:
+        raise ArgumentError(
+            name,
+            f"array with {t.memref.order + 1} dimensions (last one indexes the group) for {t}",
+            _describe(batch),
+        )
+    count = batch.shape[-1]
+    if count == 0:
+        empty = np.zeros((0, t.memref.order), dtype=np.int64)
+        return GroupView(np.zeros(0, dtype=np.uint64), empty, empty, 0, (batch,), batched=True)
+    first = bind_memref(f"{name}[0]", t.memref, batch[..., 0])
+    step = batch.strides[-1]
+    addresses = (np.arange(count, dtype=np.int64) * step + first.address).astype(np.uint64)
+    shapes = np.broadcast_to(np.array(first.shape, dtype=np.int64), (count, t.memref.order))
+    strides = np.broadcast_to(np.array(first.strides, dtype=np.int64), (count, t.memref.order))
+    return GroupView(addresses, shapes, strides, 0, (batch,), batched=True)
 
 
 def _check_shifted_member(name: str, view: MemrefView, offset: int) -> None:

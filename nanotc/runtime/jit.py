@@ -2,10 +2,16 @@
 
 An MCJIT engine takes ownership of the target machine it is given, so every engine gets a
 target machine of its own (sharing one between two engines crashes at exit).
+
+Machine code may call the compiler runtime (libgcc): targets without F16C convert f16 through
+`__extendhfsf2` / `__truncsfhf2`. MCJIT resolves such calls in the process's global symbol
+namespace, where libgcc_s is not (llvmlite's library links it privately), and an unresolved call
+jumps to address 0, so the runtime library is loaded into that namespace first.
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import threading
 from functools import lru_cache
 
@@ -22,6 +28,18 @@ def _initialize() -> None:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         llvm.initialize_native_asmparser()
+        _load_compiler_runtime()
+
+
+def _load_compiler_runtime() -> None:
+    """Make libgcc's helper functions (half-float conversions) visible to the JIT's linker."""
+    library = ctypes.util.find_library("gcc_s")
+    if library is None:
+        return  # not a libgcc platform: its C library provides the helpers
+    try:
+        llvm.load_library_permanently(library)
+    except RuntimeError:
+        pass  # f16 on targets without F16C cannot link then; every other kernel still runs
 
 
 def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:

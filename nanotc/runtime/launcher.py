@@ -20,7 +20,13 @@ import numpy as np
 
 from nanotc.codegen import abi
 from nanotc.ir.core import Function
-from nanotc.runtime.arguments import BoundArgument, GroupView, MemrefView, bind_arguments
+from nanotc.runtime.arguments import (
+    BoundArgument,
+    GroupView,
+    MemrefView,
+    bind_arguments,
+    groups_indexed_by_group_id,
+)
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
@@ -44,6 +50,7 @@ class Kernel:
         self.name = func.name
         self._entry = _PACKED_ENTRY(packed_address)
         self._native = abi.flatten(func)
+        self._by_group_id = groups_indexed_by_group_id(func)
         self._owner = owner  # keeps the machine code alive
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
@@ -52,7 +59,7 @@ class Kernel:
         threads = default_threads() if num_threads is None else num_threads
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-        bound = bind_arguments(self.function, args, int(group_size))
+        bound = bind_arguments(self.function, args, int(group_size), self._by_group_id)
         slots, keepalive = pack_slots(self._native, bound)
         self._run(slots, int(group_size), min(threads, max(1, int(group_size))))
         del keepalive
@@ -99,11 +106,13 @@ def _slot(arg: abi.NativeArg, value: BoundArgument, keepalive: list[Any]) -> int
     if slot is abi.Slot.OFFSET:
         return _as_u64(value.offset)
     if slot is abi.Slot.MEMBERS:
-        table = np.array([m.address for m in value.members] or [0], dtype=np.uint64)
+        table = value.addresses
     elif slot is abi.Slot.MEMBER_SHAPES:
-        table = np.array([m.shape[arg.mode] for m in value.members] or [0], dtype=np.int64)
+        table = np.ascontiguousarray(value.shapes[:, arg.mode])
     else:
-        table = np.array([m.strides[arg.mode] for m in value.members] or [0], dtype=np.int64)
+        table = np.ascontiguousarray(value.strides[:, arg.mode])
+    if table.size == 0:
+        table = np.zeros(1, dtype=table.dtype)  # a valid address even for an empty group
     keepalive.append(table)
     return table.ctypes.data
 

@@ -365,6 +365,8 @@ def test_group_offset_past_the_memory_is_an_argument_error() -> None:
 # -- argument validation --------------------------------------------------------------------
 
 SIGNATURE = """func @k(%alpha: f32, %n: i8, %a: memref<f32x4x3>, %g: group<memref<f64x2>>) {
+  %i = group_id
+  %m = load %g[%i] : group<memref<f64x2>>
 }"""
 
 
@@ -383,7 +385,7 @@ def good_arguments() -> list[object]:
         (2, np.zeros((4, 3), np.float32), "a"),  # C order: wrong static strides
         (2, np.zeros((4, 3, 1), np.float32), "a"),
         (2, [[0.0] * 3] * 4, "a"),
-        (3, np.zeros((2, 2)), "g"),  # two members for group_size 3
+        (3, np.zeros((2, 2)), "g"),  # two members, indexed by group_id up to 2
         (3, [np.zeros(2), np.zeros(2), np.zeros(3)], "g[2]"),
         (3, 5, "g"),
     ],

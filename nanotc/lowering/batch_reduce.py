@@ -1,0 +1,104 @@
+"""Batch-reduce GEMM: a loop of gemms accumulating into one C becomes `tile.batch_gemm`.
+
+The pattern (the BRGEMM of libxsmm and of the nanokernel paper):
+
+    for %k = start, stop, step {
+        <views and scalar arithmetic only: load from a group, subview, expand, fuse, size, ...>
+        gemm.ta.tb %alpha, %a, %b, 1.0, %c      ; beta is 1, C and alpha from outside the loop
+    }
+
+computes C := C + alpha * sum_k op(A_k) op(B_k). Lowered as written, every iteration would
+load and store each tile of C; as `tile.batch_gemm` the accumulators of a tile stay in
+registers across all iterations and C is read and written once. Each microkernel carries its
+own copy of the loop body, which recomputes A_k and B_k (pointer arithmetic only).
+"""
+
+from __future__ import annotations
+
+from nanotc.ir.builder import Builder
+from nanotc.ir.clone import clone_instruction
+from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.instructions import (
+    ArithBinary,
+    ArithUnary,
+    Cast,
+    Cmp,
+    Expand,
+    For,
+    Fuse,
+    Gemm,
+    GroupId,
+    GroupSize,
+    Load,
+    Size,
+    Subview,
+)
+from nanotc.ir.tile import TileBatchGemm, TileYield
+from nanotc.ir.types import INDEX
+from nanotc.ir.values import Constant, Value
+from nanotc.lowering.gemm_tiles import Index, gemm_extents, supported, tile_output
+from nanotc.targets import Target
+
+_PURE = (ArithBinary, ArithUnary, Cast, Cmp, Expand, Fuse, GroupId, GroupSize, Size, Subview)
+
+
+def lower_batch_reduce(func: Function, target: Target) -> None:
+    _rewrite(func.body, target)
+
+
+def _rewrite(region: Region, target: Target) -> None:
+    out: list[Instruction] = []
+    for inst in region.instructions:
+        gemm = batch_reduce_gemm(inst)
+        if gemm is not None:
+            assert isinstance(inst, For)
+            out.extend(_tile_batch(inst, gemm, target))
+            continue
+        for nested in inst.regions():
+            _rewrite(nested, target)
+        out.append(inst)
+    region.instructions = out
+
+
+def batch_reduce_gemm(inst: Instruction) -> Gemm | None:
+    """The gemm of a batch-reduce loop, or None if `inst` is not one."""
+    if not isinstance(inst, For) or inst.loop_type != INDEX or not inst.body.instructions:
+        return None
+    *prefix, last = inst.body.instructions
+    if not isinstance(last, Gemm) or not supported(last):
+        return None
+    if not (isinstance(last.beta, Constant) and last.beta.value == 1):
+        return None
+    if not all(_computes_values_only(i, last.c) for i in prefix):
+        return None
+    defined = {id(p) for p in inst.body.params} | {id(r) for i in prefix for r in i.results}
+    if id(last.c) in defined or id(last.alpha) in defined:
+        return None
+    return last
+
+
+def _computes_values_only(inst: Instruction, c: Value) -> bool:
+    """No memory writes, no regions, and no reads of C (which the loop is updating)."""
+    if isinstance(inst, Load):
+        return inst.source is not c
+    return isinstance(inst, _PURE)
+
+
+def _tile_batch(loop: For, g: Gemm, target: Target) -> list[Instruction]:
+    prefix = loop.body.instructions[:-1]
+    step: Value | int = loop.step if loop.step is not None else 1
+
+    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+        body = Region()
+        mapping = {id(loop.body.params[0]): body.add_param(INDEX, loop.body.params[0].name)}
+        for inst in prefix:
+            body.append(clone_instruction(inst, mapping))
+        panels = [mapping.get(id(v), v) for v in (g.a, g.b)]
+        body.append(TileYield(values=panels))
+        b.add(
+            TileBatchGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
+            beta=g.beta, c=g.c, row=row, col=col, rows=rows, start=loop.start, stop=loop.stop,
+            step=step, mr=mr, nr=nr, body=body,
+        )  # fmt: skip
+
+    return tile_output(g.c, gemm_extents(g), target, micro)
