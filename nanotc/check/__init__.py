@@ -36,7 +36,9 @@ def load(text: str, name: str = "<memory>") -> Program:
         if program is not None:
             diagnostics = diagnostics + verify(program)
     except RecursionError:  # the parser and checker recurse once per nested region
-        raise CompileError([Diagnostic(ErrorKind.NESTING_TOO_DEEP, None, ("too many",))], source) from None
+        raise CompileError(
+            [Diagnostic(ErrorKind.NESTING_TOO_DEEP, None, ("too many",))], source
+        ) from None
     if program is None or diagnostics:
         raise CompileError(_in_order(diagnostics), source)
     return program

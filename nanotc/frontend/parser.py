@@ -59,7 +59,6 @@ from nanotc.ir.syntax import (
 from nanotc.ir.types import INDEX, ScalarType, Type, UnknownType
 from nanotc.ir.values import Constant, Poison, Value
 
-
 MAX_NESTING = 64
 """Regions nested deeper than this are rejected (a limit far above real kernels)."""
 
