@@ -9,7 +9,7 @@ from __future__ import annotations
 from nanotc.check import blas_rules  # noqa: F401  (registers the linear-algebra rules)
 from nanotc.check.context import CheckContext
 from nanotc.check.structure import StructureChecker
-from nanotc.diagnostics import CompileError, Diagnostic, DiagnosticSink, ErrorKind, Source
+from nanotc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Source
 from nanotc.frontend.parser import parse_source
 from nanotc.ir.core import Program
 
@@ -31,14 +31,9 @@ def check(program: Program) -> Program:
 def load(text: str, name: str = "<memory>") -> Program:
     """Parse and verify a program text; every error of both stages is reported at once."""
     source = Source(text, name)
-    try:
-        program, diagnostics = parse_source(source)
-        if program is not None:
-            diagnostics = diagnostics + verify(program)
-    except RecursionError:  # the parser and checker recurse once per nested region
-        raise CompileError(
-            [Diagnostic(ErrorKind.NESTING_TOO_DEEP, None, ("too many",))], source
-        ) from None
+    program, diagnostics = parse_source(source)
+    if program is not None:
+        diagnostics = diagnostics + verify(program)
     if program is None or diagnostics:
         raise CompileError(_in_order(diagnostics), source)
     return program

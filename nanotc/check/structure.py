@@ -10,7 +10,7 @@ from nanotc.check.context import CheckContext, unknown
 from nanotc.check.scalar_rules import RULES
 from nanotc.diagnostics import ErrorKind
 from nanotc.ir.core import Function, Instruction, Kind, Program, Region, RegionKind
-from nanotc.ir.instructions import For, Foreach, If, Yield
+from nanotc.ir.instructions import Alloca, For, Foreach, If, Yield
 from nanotc.ir.types import I1, GroupType, MemRefType, ScalarType, Type, VoidType, memref_errors
 from nanotc.ir.values import Constant, Poison, Value
 
@@ -85,10 +85,24 @@ class StructureChecker:
             self.ctx.error(ErrorKind.COLLECTIVE_IN_SPMD, inst)
         if isinstance(inst, Yield):
             self.yield_(inst, returns, is_last)
+        reported = len(self.ctx.sink.diagnostics)
         rule = RULES.get(type(inst))
         if rule is not None:
             rule(inst, self.ctx)
+        if len(self.ctx.sink.diagnostics) == reported:  # no cascade from the rule's own errors
+            self.result_layouts(inst)
         self.nested_regions(inst, spmd)
+
+    def result_layouts(self, inst: Instruction) -> None:
+        """A view whose static sizes break the strided-layout rule cannot fit the memory of
+        its source (e.g. a subview of 32 rows of a layout whose column stride is 64 and row
+        stride 4): the layout rule is checked on inferred types too."""
+        if isinstance(inst, Alloca):
+            return  # its type is written, and reported where it is written
+        for result in inst.results:
+            if isinstance(result.type, MemRefType):
+                for kind in memref_errors(result.type):
+                    self.ctx.error(kind, inst)
 
     def operand(self, inst: Instruction, value: Value) -> None:
         if isinstance(value, Constant):

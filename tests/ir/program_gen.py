@@ -70,11 +70,12 @@ class ProgramGen:
         """Strides obeying 1 <= S1, S(i-1)*s(i-1) <= S(i), with gaps and dynamic entries."""
         strides: list[Extent] = []
         least: Extent = 1
-        for size in shape:
+        for mode, size in enumerate(shape):
             if not static and self.chance(0.25):
                 stride: Extent = DYNAMIC
             elif least is DYNAMIC:
-                stride = self.choice((64, 512, 4096))
+                # after a dynamic extent: large enough for any static view of the modes before
+                stride = 4096**mode
             else:
                 stride = least + self.choice((0, 0, 1, 3))
             strides.append(stride)
