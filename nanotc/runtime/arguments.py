@@ -2,10 +2,10 @@
 
 A memref parameter takes a numpy array (or anything exposing the array interface) whose
 dtype matches the element type and whose element strides are whole multiples of the item
-size; static sizes and strides of the type must equal the array's (strides of modes of size
-at most 1 never address memory and are not compared); dynamic ones are read from the array.
-Indexing is the array's: memref element (i, j) is `array[i, j]`, so a Fortran-ordered array
-matches the default column-major layout.
+size; static sizes and strides of the type must equal the array's (strides of modes of
+size at most 1, and all strides of an empty array, never address memory and are not
+compared); dynamic ones are read from the array. Indexing is the array's: memref element (i, j) is
+`array[i, j]`, so a Fortran-ordered array matches the default column-major layout.
 
 A group parameter takes a sequence of such arrays (one per group member), a single array whose
 last axis indexes the group, or a `Group(members, offset=...)` for a dynamic offset. Member i
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import ml_dtypes
@@ -170,29 +171,41 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
 
 
 def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
-    array = _as_array(name, t, value)
+    array = value if type(value) is np.ndarray else _as_array(name, t, value)
     dtype = numpy_dtype(t.element)
     if array.dtype != dtype:
         raise ArgumentError(name, f"{dtype} array for {t}", _describe(array))
     if t.order == 0 and array.shape == (1,):
         array = array.reshape(())
-    if array.ndim != t.order:
+    shape, itemsize = array.shape, array.itemsize
+    if len(shape) != t.order:
         raise ArgumentError(name, f"array with {t.order} dimensions for {t}", _describe(array))
-    if any(s % array.itemsize for s in array.strides):
+    strides = tuple(s // itemsize for s in array.strides)
+    if any(s * itemsize != b for s, b in zip(strides, array.strides)):
         raise ArgumentError(
             name, "strides that are multiples of the element size", _describe(array)
         )
-    strides = tuple(s // array.itemsize for s in array.strides)
-    for mode, (want, have) in enumerate(zip(t.shape, array.shape)):
-        if want is not DYNAMIC and want != have:
+    static_sizes, static_strides = _static_entries(t)
+    for mode, want in static_sizes:
+        if shape[mode] != want:
             raise ArgumentError(name, f"size {want} in mode {mode} for {t}", _describe(array))
-    for mode, (want, have, size) in enumerate(zip(t.stride, strides, array.shape)):
-        if want is not DYNAMIC and want != have and size > 1:
-            raise ArgumentError(
-                name, f"element stride {want} in mode {mode} for {t}", _describe(array)
-            )
-    address = array.__array_interface__["data"][0]
-    return MemrefView(array, address, tuple(array.shape), strides)
+    if static_strides and 0 not in shape:  # an empty array's strides address nothing
+        for mode, want in static_strides:
+            if strides[mode] != want and shape[mode] > 1:  # size-1 modes are never stepped
+                raise ArgumentError(
+                    name, f"element stride {want} in mode {mode} for {t}", _describe(array)
+                )
+    return MemrefView(array, array.__array_interface__["data"][0], shape, strides)
+
+
+@lru_cache(maxsize=1024)
+def _static_entries(
+    t: MemRefType,
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """(mode, value) of the static sizes and strides of a memref type."""
+    sizes = tuple((m, s) for m, s in enumerate(t.shape) if s is not DYNAMIC)
+    strides = tuple((m, s) for m, s in enumerate(t.stride) if s is not DYNAMIC)
+    return sizes, strides
 
 
 def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None) -> GroupView:

@@ -9,7 +9,6 @@ while native code runs.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,6 @@ from nanotc.ir.core import Function
 from nanotc.runtime.arguments import (
     BoundArgument,
     GroupView,
-    MemrefView,
     bind_arguments,
     groups_indexed_by_group_id,
 )
@@ -54,6 +52,11 @@ class Kernel:
         self._owner = owner  # keeps the machine code alive
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
+        self.prepare(*args, group_size=group_size, num_threads=num_threads)()
+
+    def prepare(self, *args: Any, group_size: int, num_threads: int | None = None) -> Launch:
+        """Bind and check the arguments once; the returned Launch runs the kernel on them
+        (reading and writing the arrays in place) each time it is called."""
         if not isinstance(group_size, int | np.integer) or group_size < 0:
             raise ValueError(f"group_size must be a non-negative integer, got {group_size!r}")
         threads = default_threads() if num_threads is None else num_threads
@@ -61,47 +64,59 @@ class Kernel:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         bound = bind_arguments(self.function, args, int(group_size), self._by_group_id)
         slots, keepalive = pack_slots(self._native, bound)
-        self._run(slots, int(group_size), min(threads, max(1, int(group_size))))
-        del keepalive
+        return Launch(self, slots, keepalive, chunk(int(group_size), threads))
 
-    def _run(self, slots: np.ndarray, group_size: int, threads: int) -> None:
-        address = slots.ctypes.data
-        bounds = np.linspace(0, group_size, threads + 1).astype(np.int64)
-        chunks = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-        if len(chunks) <= 1:
-            codes = [self._entry(address, 0, group_size, group_size)]
-        else:
-            futures = [
-                _pool(threads).submit(self._entry, address, lo, hi, group_size) for lo, hi in chunks
-            ]
-            codes = [f.result() for f in futures]
+
+def chunk(group_size: int, threads: int) -> list[tuple[int, int]]:
+    """Contiguous, nearly equal ranges of work-groups, at most one per thread."""
+    parts = max(1, min(threads, group_size))
+    return [(group_size * i // parts, group_size * (i + 1) // parts) for i in range(parts)]
+
+
+class Launch:
+    """A kernel with bound arguments; each call runs all its work-groups."""
+
+    def __init__(self, kernel: Kernel, slots: np.ndarray, keepalive: list[Any],
+                 chunks: list[tuple[int, int]]):  # fmt: skip
+        self.kernel = kernel
+        self.group_size = chunks[-1][1]
+        self._slots = slots
+        self._keepalive = keepalive
+        self._chunks = chunks
+
+    def __call__(self) -> None:
+        entry, address, size = self.kernel._entry, self._slots.ctypes.data, self.group_size
+        *others, (lo, hi) = self._chunks
+        pool = _pool(len(self._chunks)) if others else None
+        futures = [pool.submit(entry, address, a, b, size) for a, b in others] if pool else []
+        codes = [entry(address, lo, hi, size)]  # the calling thread takes the last chunk
+        codes.extend(f.result() for f in futures)
         if any(codes):
-            raise MemoryError(f"@{self.name}: could not allocate scratch memory for its allocas")
+            raise MemoryError(
+                f"@{self.kernel.name}: could not allocate scratch memory for its allocas"
+            )
 
 
 def pack_slots(
     native: Sequence[abi.NativeArg], bound: Sequence[BoundArgument]
 ) -> tuple[np.ndarray, list[Any]]:
     """One 8-byte slot per native argument, plus the arrays the slots point into."""
-    slots = np.zeros(max(1, len(native)), dtype=np.uint64)
     keepalive: list[Any] = [bound]
-    for k, arg in enumerate(native):
-        value = bound[arg.param]
-        slots[k] = _slot(arg, value, keepalive)
-    return slots, keepalive
+    values = [_slot(arg, bound[arg.param], keepalive) for arg in native]
+    return np.array(values or [0], dtype=np.uint64), keepalive
 
 
 def _slot(arg: abi.NativeArg, value: BoundArgument, keepalive: list[Any]) -> int:
     slot = arg.slot
+    if slot is abi.Slot.DATA:
+        return value.address  # type: ignore[union-attr]
     if slot is abi.Slot.SCALAR:
         assert isinstance(value, np.generic)
-        raw = np.array([value]).view(np.dtype(f"u{value.itemsize}"))[0]
-        return int(raw)
-    if isinstance(value, MemrefView):
-        if slot is abi.Slot.DATA:
-            return value.address
-        entries = value.shape if slot is abi.Slot.SHAPE else value.strides
-        return _as_u64(entries[arg.mode])
+        return int(np.array(value).view(f"u{value.itemsize}"))
+    if slot is abi.Slot.SHAPE:
+        return _as_u64(value.shape[arg.mode])  # type: ignore[union-attr]
+    if slot is abi.Slot.STRIDE:
+        return _as_u64(value.strides[arg.mode])  # type: ignore[union-attr]
     assert isinstance(value, GroupView)
     if slot is abi.Slot.OFFSET:
         return _as_u64(value.offset)
