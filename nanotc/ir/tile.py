@@ -18,8 +18,13 @@ with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vect
 once; A_b and B_b are computed by its region (index b as parameter), which ends with
 `tile.yield %A_b, %B_b`.
 
-`tile.pack` copies op(A)'s rows [row, row+rows) and columns [0, K) into a column-major panel
-with unit stride (transposed or strided A become contiguous for the nanokernel).
+`tile.pack` copies the block X[row : row+rows, col : col+cols] of X = op(source) into
+`target` as panels of `panel` rows: panel q holds rows q*panel ... q*panel+panel-1, column k
+of it at target[q*panel*cols + k*panel : ... + panel]; rows past `rows` in the last panel are
+zero. Packed A is op(A) in mr-row panels; packed B is op(B)^T in nr-row panels, so each
+nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowering.gemm_blocked`).
+
+`tile.min` is the smaller of two index values (block extents at the edges of C).
 """
 
 from __future__ import annotations
@@ -117,10 +122,28 @@ class TilePack(Instruction):
     kind = Kind.COLLECTIVE
     trans = attribute(Suffix(Transpose))
     source = operand()
-    target = operand()
     row = operand(**_INDEX)
+    col = operand(**_INDEX)
     rows = operand(**_INDEX)
-    syntax = "{trans} $source [ $row ] rows $rows into $target : type($source), type($target)"
+    cols = operand(**_INDEX)
+    target = operand()
+    panel = attribute(IntAttr())
+    syntax = (
+        "{trans} $source [ $row , $col ] rows $rows cols $cols panel {panel} into $target "
+        ": type($source), type($target)"
+    )
 
 
-TILE_DIALECT: tuple[type[Instruction], ...] = (TileGemm, TileBatchGemm, TileYield, TilePack)
+class TileMin(Instruction):
+    name = "tile.min"
+    lhs = operand(**_INDEX)
+    rhs = operand(**_INDEX)
+    syntax = "$lhs , $rhs : type($lhs, $rhs)"
+
+    def result_types(self) -> Sequence[Type]:
+        return (INDEX,)
+
+
+TILE_DIALECT: tuple[type[Instruction], ...] = (
+    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin,
+)  # fmt: skip

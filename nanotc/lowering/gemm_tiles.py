@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm
 from nanotc.ir.types import MemRefType, ScalarType
@@ -36,22 +36,6 @@ def supported(g: Gemm) -> bool:
     floats = all(isinstance(t, MemRefType) and t.element.is_float for t in types)
     atomic_ok = not g.atomic or isinstance(g.beta, Constant)
     return floats and g.c.type.element in NANOKERNEL_TYPES and atomic_ok
-
-
-def lower_gemms(func: Function, target: Target) -> None:
-    _rewrite(func.body, target)
-
-
-def _rewrite(region: Region, target: Target) -> None:
-    out: list[Instruction] = []
-    for inst in region.instructions:
-        for nested in inst.regions():
-            _rewrite(nested, target)
-        if isinstance(inst, Gemm) and supported(inst):
-            out.extend(tile_gemm(inst, target))
-        else:
-            out.append(inst)
-    region.instructions = out
 
 
 def gemm_extents(g: Gemm) -> tuple[int | None, int | None, int | None]:
@@ -86,12 +70,17 @@ def tile_output(
     m, n, k = extents
     tile = choose(target, c.type.element, m, n, k)
     b = Builder(Region())
-    tiler = _Tiler(tile, b.size(c, 0) if m is None else m, micro)
-    if n is None:
-        _dynamic_columns(b, tiler, b.size(c, 1))
-    else:
-        _static_columns(b, tiler, n)
+    tile_block(b, tile, b.size(c, 0) if m is None else m, b.size(c, 1) if n is None else n, micro)
     return b.region.instructions
+
+
+def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory) -> None:
+    """Cover an m x n block with register tiles of one shape and its remainder kernels."""
+    tiler = _Tiler(tile, m, micro)
+    if isinstance(n, int):
+        _static_columns(b, tiler, n)
+    else:
+        _dynamic_columns(b, tiler, n)
 
 
 class _Tiler:

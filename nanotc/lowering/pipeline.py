@@ -5,7 +5,8 @@ a copy of the program in place. The default pipeline, in order:
 
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
-2. gemm-tiles: the remaining gemms become loops around register-tile microkernels.
+2. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
+   the operands or, for operands larger than the caches, on packed blocks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Protocol
 from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program
 from nanotc.lowering.batch_reduce import lower_batch_reduce
-from nanotc.lowering.gemm_tiles import lower_gemms
+from nanotc.lowering.gemm import lower_gemms
 from nanotc.targets import Target
 
 

@@ -22,6 +22,11 @@ When beta, converted to the compute type, equals 0 the output is not read at all
 garbage already in it cannot reach the result (decision: the test is on the converted beta, so
 an f64 beta that underflows to 0 in f32 does not read an f32 output either). alpha is always
 applied (0 * NaN is NaN). `.atomic` changes nothing when work-groups run one after another.
+
+Shapes: the checker verifies the static sizes; dynamic sizes that disagree at run time (an
+operand of the wrong size, inner dimensions of a product that differ) are undefined behaviour
+and raise EvaluationError. numpy would broadcast a size-1 operand instead, and the oracle must
+not invent a result for a program whose native code reads out of bounds.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from nanotc.ir.instructions import (
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Value
 from nanotc.reference.conversions import HALF_TYPES, convert
+from nanotc.reference.errors import require
 from nanotc.reference.frame import Frame, HandlerTable
 
 
@@ -92,7 +98,13 @@ def _update(inst: BlasInstruction, frame: Frame, product: Product) -> Sequence[A
         return arithmetic.operand(frame.get(value), value.type.element)
 
     alpha, beta = scalar(inst.fields["alpha"]), scalar(inst.fields["beta"])
-    result = alpha * product(memref)
+    p = product(memref)
+    require(
+        p.shape == out.shape,
+        f"incompatible shapes: the operands make a result of shape {p.shape}, "
+        f"the output has shape {out.shape}",
+    )
+    result = alpha * p
     if beta != 0:
         result = result + beta * arithmetic.operand(out, out_value.type.element)
     arithmetic.store(result, out)
@@ -103,14 +115,24 @@ def _axpby(inst: Axpby, frame: Frame) -> Sequence[Any]:
     return _update(inst, frame, lambda get: op(get(inst.a), inst.trans))
 
 
+def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    require(
+        x.shape[1] == y.shape[0],
+        f"incompatible shapes: a product of {x.shape} and {y.shape} operands",
+    )
+    return x @ y
+
+
 def _gemm(inst: Gemm, frame: Frame) -> Sequence[Any]:
     return _update(
-        inst, frame, lambda get: op(get(inst.a), inst.trans_a) @ op(get(inst.b), inst.trans_b)
+        inst,
+        frame,
+        lambda get: _matmul(op(get(inst.a), inst.trans_a), op(get(inst.b), inst.trans_b)),
     )
 
 
 def _gemv(inst: Gemv, frame: Frame) -> Sequence[Any]:
-    return _update(inst, frame, lambda get: op(get(inst.a), inst.trans_a) @ get(inst.b))
+    return _update(inst, frame, lambda get: _matmul(op(get(inst.a), inst.trans_a), get(inst.b)))
 
 
 def _ger(inst: Ger, frame: Frame) -> Sequence[Any]:
@@ -118,7 +140,12 @@ def _ger(inst: Ger, frame: Frame) -> Sequence[Any]:
 
 
 def _hadamard(inst: Hadamard, frame: Frame) -> Sequence[Any]:
-    return _update(inst, frame, lambda get: get(inst.a) * get(inst.b))
+    def product(get: Callable[[Value], np.ndarray]) -> np.ndarray:
+        a, b = get(inst.a), get(inst.b)
+        require(a.shape == b.shape, f"incompatible shapes: a is {a.shape}, b is {b.shape}")
+        return a * b
+
+    return _update(inst, frame, product)
 
 
 def _sum(inst: Sum, frame: Frame) -> Sequence[Any]:

@@ -221,7 +221,8 @@ def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None
     batch = isinstance(value, np.ndarray) or hasattr(value, "__array_interface__")
     if batch:
         value = np.asarray(value)
-        count = value.shape[-1] if value.ndim else 0
+        _check_batch_order(name, t, value)  # before counting members along its last axis
+        count = value.shape[-1]
     elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
         count = len(value)
     else:
@@ -254,15 +255,19 @@ def _bind_members(name: str, t: GroupType, members: Sequence[Any]) -> GroupView:
     )
 
 
-def _bind_batch(name: str, t: GroupType, batch: np.ndarray) -> GroupView:
-    """One array whose last axis indexes the group: every member has the layout of member 0,
-    which is checked once; the pointer table is computed, not built member by member."""
+def _check_batch_order(name: str, t: GroupType, batch: np.ndarray) -> None:
     if batch.ndim != t.memref.order + 1:
         raise ArgumentError(
             name,
             f"array with {t.memref.order + 1} dimensions (last one indexes the group) for {t}",
             _describe(batch),
         )
+
+
+def _bind_batch(name: str, t: GroupType, batch: np.ndarray) -> GroupView:
+    """One array whose last axis indexes the group: every member has the layout of member 0,
+    which is checked once; the pointer table is computed, not built member by member."""
+    _check_batch_order(name, t, batch)
     count = batch.shape[-1]
     if count == 0:
         empty = np.zeros((0, t.memref.order), dtype=np.int64)

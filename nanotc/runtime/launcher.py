@@ -57,14 +57,19 @@ class Kernel:
     def prepare(self, *args: Any, group_size: int, num_threads: int | None = None) -> Launch:
         """Bind and check the arguments once; the returned Launch runs the kernel on them
         (reading and writing the arrays in place) each time it is called."""
-        if not isinstance(group_size, int | np.integer) or group_size < 0:
+        if not _is_count(group_size) or group_size < 0:
             raise ValueError(f"group_size must be a non-negative integer, got {group_size!r}")
         threads = default_threads() if num_threads is None else num_threads
-        if not isinstance(threads, int) or threads < 1:
+        if not _is_count(threads) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         bound = bind_arguments(self.function, args, int(group_size), self._by_group_id)
         slots, keepalive = pack_slots(self._native, bound)
-        return Launch(self, slots, keepalive, chunk(int(group_size), threads))
+        return Launch(self, slots, keepalive, chunk(int(group_size), int(threads)))
+
+
+def _is_count(value: object) -> bool:
+    """A Python or numpy integer; not a bool (True is an int, but never meant as a count)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
 def chunk(group_size: int, threads: int) -> list[tuple[int, int]]:

@@ -30,6 +30,8 @@ class Target:
     masked_memory: bool  # masked vector loads/stores (AVX-512 k-masks)
     bf16_dot: bool  # vdpbf16ps
     amx: bool
+    l1_bytes: int = 32 * 1024  # data cache per core
+    l2_bytes: int = 1024 * 1024
 
     def lanes(self, t: ScalarType) -> int:
         """Elements of type t in one vector register."""
@@ -46,6 +48,8 @@ AVX512 = Target(
     masked_memory=True,
     bf16_dot=True,
     amx=False,
+    l1_bytes=48 * 1024,
+    l2_bytes=2 * 1024 * 1024,
 )
 AVX2 = Target(
     name="avx2",
@@ -98,7 +102,27 @@ def host() -> Target:
         masked_memory=avx512,
         bf16_dot=avx512 and "avx512bf16" in has,
         amx={"amx-tile", "amx-bf16"} <= has,
+        l1_bytes=_cache_bytes(1, 32 * 1024),
+        l2_bytes=_cache_bytes(2, 1024 * 1024),
     )
+
+
+def _cache_bytes(level: int, default: int) -> int:
+    """Size of this CPU's data (or unified) cache of one level, from Linux sysfs."""
+    from pathlib import Path
+
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if int((index / "level").read_text()) != level:
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+        return int(text.rstrip("KM")) * scale
+    return default
 
 
 def get(name: str | Target | None) -> Target:

@@ -17,6 +17,7 @@ from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emit
     control,
     memory,
     nanokernel,
+    packing,
     scalar,
 )
 from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState

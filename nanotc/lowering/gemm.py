@@ -1,0 +1,50 @@
+"""gemm lowering: each supported gemm takes the direct path (register tiles straight on the
+operands) or, when its operands exceed the caches, the blocked path (packed blocks). With
+dynamic sizes both are generated and a run-time test of the operand size picks one."""
+
+from __future__ import annotations
+
+from nanotc.ir.builder import Builder
+from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
+from nanotc.lowering.gemm_blocked import tile_gemm_blocked, worth_blocking
+from nanotc.lowering.gemm_tiles import gemm_extents, supported, tile_gemm
+from nanotc.targets import Target
+
+
+def lower_gemms(func: Function, target: Target) -> None:
+    _rewrite(func.body, target)
+
+
+def _rewrite(region: Region, target: Target) -> None:
+    out: list[Instruction] = []
+    for inst in region.instructions:
+        for nested in inst.regions():
+            _rewrite(nested, target)
+        if isinstance(inst, Gemm) and supported(inst):
+            out.extend(lower_gemm(inst, target))
+        else:
+            out.append(inst)
+    region.instructions = out
+
+
+def lower_gemm(g: Gemm, target: Target) -> list[Instruction]:
+    m, n, k = gemm_extents(g)
+    element = g.c.type.element
+    if m is not None and n is not None and k is not None:
+        blocked = worth_blocking(m, n, k, element, target)
+        return tile_gemm_blocked(g, target) if blocked else tile_gemm(g, target)
+    b = Builder(Region())
+    sizes = [
+        m if m is not None else b.size(g.c, 0),
+        n if n is not None else b.size(g.c, 1),
+        k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1),
+    ]
+    em, en, ek = sizes
+    elements = b.arith(BinaryOp.MUL, ek, b.arith(BinaryOp.ADD, em, en))
+    large = b.cmp(CmpCond.GT, elements, target.l2_bytes // 2 // element.size)
+    branch = b.if_(large)
+    branch.then.region.instructions.extend(tile_gemm_blocked(g, target))
+    assert branch.otherwise is not None
+    branch.otherwise.region.instructions.extend(tile_gemm(g, target))
+    return b.region.instructions

@@ -1,0 +1,138 @@
+"""gemm on operands larger than the caches: BLIS-style blocking with packing.
+
+    for jc in N step nc:                 B block: kc x nc, packed once per (jc, pc)
+      for pc in K step kc:               beta applies to the first kc block only, then 1
+        pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels)
+        for ic in M step mc:             A block: mc x kc, stays in L2
+          pack op(A)[ic:, pc:] in mr-row panels (contiguous mr x kc panels)
+          register tiles of the mc x nc block, each a `tile.gemm` nanokernel reading one
+          A panel and one B panel (the same nanokernels as the direct path)
+
+Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
+most half of L1, the packed A block (mc x kc) half of L2, the packed B block a few MiB.
+Packing also makes transposed and strided operands contiguous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nanotc.ir.builder import Builder
+from nanotc.ir.core import Instruction, Region
+from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
+from nanotc.ir.tile import TileGemm, TileMin, TilePack
+from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.ir.values import Constant, Value
+from nanotc.lowering.gemm_tiles import Index, gemm_extents, tile_block
+from nanotc.lowering.register_tile import RegisterTile, choose
+from nanotc.targets import Target
+
+B_BLOCK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Blocking:
+    mc: int
+    kc: int
+    nc: int
+
+
+def blocking(target: Target, element: ScalarType, tile: RegisterTile) -> Blocking:
+    size = element.size
+    kc = max(64, min(512, target.l1_bytes // 2 // (tile.nr * size)) // 8 * 8)
+    mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
+    nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
+    return Blocking(mc, kc, nc)
+
+
+def operand_bytes(m: int, n: int, k: int, element: ScalarType) -> int:
+    return (m * k + k * n) * element.size
+
+
+def worth_blocking(m: int, n: int, k: int, element: ScalarType, target: Target) -> bool:
+    """Operands that do not fit half of L2 are packed block by block."""
+    return operand_bytes(m, n, k, element) > target.l2_bytes // 2
+
+
+def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
+    c_type: MemRefType = g.c.type
+    ct = c_type.element
+    m, n, k = gemm_extents(g)
+    tile = choose(target, ct, None, None, None)
+    blocks = blocking(target, ct, tile)
+    b = Builder(Region())
+    extent_m = m if m is not None else b.size(g.c, 0)
+    extent_n = n if n is not None else b.size(g.c, 1)
+    extent_k = k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1)
+    a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
+    b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
+    with b.for_(0, extent_n, blocks.nc) as (outer, jc):
+        nb = outer.add(TileMin, lhs=outer.arith(BinaryOp.SUB, extent_n, jc), rhs=blocks.nc)
+        with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
+            kb = middle.add(TileMin, lhs=middle.arith(BinaryOp.SUB, extent_k, pc), rhs=blocks.kc)
+            beta = _beta_of_block(middle, g.beta, pc)
+            flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
+            middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
+                       panel=tile.nr, target=b_pack)  # fmt: skip
+            with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
+                mb = inner.add(TileMin, lhs=inner.arith(BinaryOp.SUB, extent_m, ic), rhs=blocks.mc)
+                inner.add(TilePack, trans=g.trans_a, source=g.a, row=ic, col=pc, rows=mb,
+                          cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
+                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, beta)
+                tile_block(inner, tile, mb, nb, panels.micro)
+    return b.region.instructions
+
+
+def _capacity(extent: int | None, block: int, multiple: int) -> int:
+    """Rows (or columns) a packing buffer must hold: one block, or less for a small C."""
+    if extent is None:
+        return block
+    return min(block, -(-extent // multiple) * multiple)
+
+
+def _beta_of_block(b: Builder, beta: Value, pc: Value) -> Value:
+    """beta for the first K block, 1 for the later ones (they add to the partial C)."""
+    t = beta.type
+    branch = b.if_(b.cmp(CmpCond.EQ, pc, 0), returns=[t])
+    branch.then.yield_(beta)
+    assert branch.otherwise is not None
+    branch.otherwise.yield_(Constant(1, t))
+    return branch.results
+
+
+class _Panels:
+    """Makes the nanokernel of one register tile read packed panels."""
+
+    def __init__(self, g: Gemm, tile: RegisterTile, a_pack: Value, b_pack: Value, kb: Value,
+                 ic: Value, jc: Value, beta: Value):  # fmt: skip
+        self.g, self.tile = g, tile
+        self.a_pack, self.b_pack, self.kb = a_pack, b_pack, kb
+        self.ic, self.jc, self.beta = ic, jc, beta
+
+    def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+        kb, full_mr, full_nr = self.kb, self.tile.mr, self.tile.nr
+        a_start = b.arith(BinaryOp.MUL, row, kb)
+        a = self._panel(b, self.a_pack, a_start, full_mr)
+        panel = b.arith(BinaryOp.DIV, col, full_nr)
+        within = b.arith(BinaryOp.REM, col, full_nr)
+        b_start = b.arith(
+            BinaryOp.ADD, b.arith(BinaryOp.MUL, panel, b.arith(BinaryOp.MUL, kb, full_nr)), within
+        )
+        bp = self._panel(b, self.b_pack, b_start, full_nr)
+        bp = b.subview(bp, [0, 0], [nr, "?"])
+        c = b.subview(
+            self.g.c,
+            [b.arith(BinaryOp.ADD, self.ic, row), b.arith(BinaryOp.ADD, self.jc, col)],
+            [rows, nr],
+        )
+        b.add(
+            TileGemm, trans_a=Transpose.N, trans_b=Transpose.T, atomic=self.g.atomic,
+            alpha=self.g.alpha, a=a, b=bp, beta=self.beta, c=c, row=0, col=0, rows=rows,
+            mr=mr, nr=nr,
+        )  # fmt: skip
+
+    def _panel(self, b: Builder, buffer: Value, start: Value, width: int) -> Value:
+        """The `width x kb` panel at `start` of a packing buffer (column stride `width`)."""
+        size = b.arith(BinaryOp.MUL, self.kb, width)
+        flat = b.subview(buffer, [start], [size])
+        return b.add(Expand, source=flat, mode=0, shape=[width, self.kb])
