@@ -16,8 +16,10 @@ import llvmlite.binding as llvm
 
 from nanotc.check import check, load
 from nanotc.codegen.llvm.module import emit_module
-from nanotc.ir.core import Program
-from nanotc.ir.printer import print_program
+from nanotc.ir.core import Program, walk
+from nanotc.ir.printer import print_instruction, print_program
+from nanotc.ir.tile import TileBatchGemm, TileGemm
+from nanotc.lowering.nanokernel import plan
 from nanotc.lowering.pipeline import lower
 from nanotc.runtime import jit
 from nanotc.runtime.launcher import Kernel
@@ -36,6 +38,20 @@ class Compilation:
     def lowered(self) -> Program:
         """The program after nanotc's lowering pipeline (tiles and microkernels)."""
         return lower(self.program, self.target)
+
+    def tiled(self) -> str:
+        """The lowered program in text: loop nests around tile-dialect microkernels."""
+        return print_program(self.lowered)
+
+    def nanokernels(self) -> str:
+        """The nanokernel plan of every microkernel of the lowered program, in order."""
+        listings = []
+        for func in self.lowered.functions:
+            for inst in walk(func.body):
+                if isinstance(inst, TileGemm | TileBatchGemm):
+                    head = f"@{func.name}: {print_instruction(inst).splitlines()[0]}"
+                    listings.append(head + "\n" + plan(inst, self.target).listing())
+        return "\n\n".join(listings) + ("\n" if listings else "")
 
     @cached_property
     def llvm_ir(self) -> str:

@@ -93,6 +93,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     emit = args.emit
     if emit == "ir":
         output: str | bytes = compilation.dump()
+    elif emit == "tiled":
+        output = compilation.tiled()
+    elif emit == "nano":
+        output = compilation.nanokernels()
     elif emit == "llvm":
         output = compilation.optimized_ir()
     elif emit == "llvm-raw":
@@ -153,7 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile and emit a stage of the pipeline")
     comp.add_argument("file", help="program file, or - for standard input")
-    comp.add_argument("--emit", choices=["ir", "llvm", "llvm-raw", "asm", "obj"], default="asm")
+    comp.add_argument(
+        "--emit",
+        choices=["ir", "tiled", "nano", "llvm", "llvm-raw", "asm", "obj"],
+        default="asm",
+        help="stage: checked IR, tiled IR, nanokernel plans, LLVM IR (optimised or raw), "
+        "assembly, object file",
+    )
     comp.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     comp.add_argument("--target", default=None, help="target name (default: host)")
     comp.set_defaults(run=cmd_compile)

@@ -69,7 +69,9 @@ class Namer:
         if isinstance(value, Constant):
             return value.literal()
         name = self.names.get(id(value))
-        return "%" + (name if name is not None else f"<undefined {value.name}>")
+        if name is None:  # printed out of context (a single instruction): its own name
+            name = value.name if value.name is not None else f"<{type(value).__name__}>"
+        return "%" + name
 
 
 class Printer:

@@ -36,7 +36,13 @@ from nanotc.ir.instructions import (
 from nanotc.ir.tile import TileBatchGemm, TileYield
 from nanotc.ir.types import INDEX
 from nanotc.ir.values import Constant, Value
-from nanotc.lowering.gemm_tiles import Index, gemm_extents, supported, tile_output
+from nanotc.lowering.gemm_tiles import (
+    Index,
+    epilogue_registers,
+    gemm_extents,
+    supported,
+    tile_output,
+)
 from nanotc.targets import Target
 
 _PURE = (ArithBinary, ArithUnary, Cast, Cmp, Expand, Fuse, GroupId, GroupSize, Size, Subview)
@@ -101,4 +107,5 @@ def _tile_batch(loop: For, g: Gemm, target: Target) -> list[Instruction]:
             step=step, mr=mr, nr=nr, body=body,
         )  # fmt: skip
 
-    return tile_output(g.c, gemm_extents(g), target, micro)
+    reserved = epilogue_registers(g.alpha, g.beta)
+    return tile_output(g.c, gemm_extents(g), target, micro, reserved)

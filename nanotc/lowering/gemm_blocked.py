@@ -23,11 +23,12 @@ from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
-from nanotc.lowering.gemm_tiles import Index, gemm_extents, tile_block
+from nanotc.lowering.gemm_tiles import Index, epilogue_registers, gemm_extents, tile_block
 from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
+RUNTIME_BETA = Value(ScalarType.F32)  # stands for a beta that is not a literal
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
     c_type: MemRefType = g.c.type
     ct = c_type.element
     m, n, k = gemm_extents(g)
-    tile = choose(target, ct, None, None, None)
+    # the beta of a K block is known only at run time
+    tile = choose(target, ct, None, None, None, epilogue_registers(g.alpha, RUNTIME_BETA))
     blocks = blocking(target, ct, tile)
     b = Builder(Region())
     extent_m = m if m is not None else b.size(g.c, 0)

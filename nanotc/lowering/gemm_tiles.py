@@ -57,18 +57,27 @@ def tile_gemm(g: Gemm, target: Target) -> list[Instruction]:
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
-    return tile_output(g.c, gemm_extents(g), target, micro)
+    return tile_output(g.c, gemm_extents(g), target, micro, epilogue_registers(g.alpha, g.beta))
+
+
+def epilogue_registers(alpha: Value, beta: Value) -> int:
+    """Vector registers the epilogue keeps live through the K loop: broadcasts of an alpha
+    other than 1 and of a beta other than 0 or 1."""
+    alpha_one = isinstance(alpha, Constant) and alpha.value == 1
+    beta_simple = isinstance(beta, Constant) and beta.value in (0, 1)
+    return int(not alpha_one) + int(not beta_simple)
 
 
 Extents = tuple[int | None, int | None, int | None]
 
 
 def tile_output(
-    c: Value, extents: Extents, target: Target, micro: MicroFactory
+    c: Value, extents: Extents, target: Target, micro: MicroFactory, reserved: int = 0
 ) -> list[Instruction]:
-    """Loops over the register tiles of C, calling `micro` for each (full and remainder)."""
+    """Loops over the register tiles of C, calling `micro` for each (full and remainder);
+    `reserved` vector registers stay free for the epilogue."""
     m, n, k = extents
-    tile = choose(target, c.type.element, m, n, k)
+    tile = choose(target, c.type.element, m, n, k, reserved)
     b = Builder(Region())
     tile_block(b, tile, b.size(c, 0) if m is None else m, b.size(c, 1) if n is None else n, micro)
     return b.region.instructions

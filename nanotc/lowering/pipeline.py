@@ -3,6 +3,7 @@
 Each pass is a small frozen dataclass with `run(func, target)` that rewrites one function of
 a copy of the program in place. The default pipeline, in order:
 
+0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
 2. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
@@ -17,6 +18,7 @@ from typing import Protocol
 from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program
 from nanotc.lowering.batch_reduce import lower_batch_reduce
+from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.gemm import lower_gemms
 from nanotc.targets import Target
 
@@ -43,7 +45,15 @@ class BatchReduce:
         lower_batch_reduce(func, target)
 
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (BatchReduce(), GemmTiles())
+@dataclass(frozen=True)
+class Blas2AsGemm:
+    name: str = "blas2-as-gemm"
+
+    def run(self, func: Function, target: Target) -> None:
+        rewrite_blas2(func)
+
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (Blas2AsGemm(), BatchReduce(), GemmTiles())
 
 
 def lower(

@@ -1,8 +1,10 @@
 """Choosing the register tile of a GEMM nanokernel from the target description.
 
 A tile is `mv` vectors (mr = mv * lanes rows) by `nr` columns: mv*nr accumulators, mv vectors
-of A and one broadcast of B must fit the vector register file with nothing spilled (section 3.1
-of the nanokernel paper). Among the tiles that fit, the model picks the one with the fewest
+of A, one broadcast of B, the broadcasts of a run-time alpha and beta (the compiler hoists
+them out of the K loop, so they stay live in it), and what the target needs on top (a lane
+mask without k registers, a product temporary without FMA) must fit the vector register file
+with nothing spilled (section 3.1 of the nanokernel paper). Among the tiles that fit, the model picks the one with the fewest
 estimated cycles for the whole C, counting per k step of each tile
 
     max(FMAs / FMA ports, FMA latency, loads / load ports)
@@ -36,28 +38,43 @@ class RegisterTile:
         return self.mv * self.lanes
 
     def registers(self) -> int:
+        """Accumulators, the A vectors and one B broadcast."""
         return self.mv * self.nr + self.mv + 1
 
 
-def fits(tile: RegisterTile, target: Target) -> bool:
-    return tile.registers() <= target.vector_registers
+def fits(tile: RegisterTile, target: Target, reserved: int = 0, dynamic_rows: bool = False) -> bool:
+    overhead = target_overhead(target, tile, dynamic_rows)
+    return tile.registers() + reserved + overhead <= target.vector_registers
 
 
-def candidates(target: Target, element: ScalarType, m: int | None) -> list[RegisterTile]:
+def target_overhead(target: Target, tile: RegisterTile, dynamic_rows: bool) -> int:
+    """Vector registers a target needs beside the tile: a temporary for the product where
+    there is no fused multiply-add, and lane masks where masks are not in k registers (one
+    for a static remainder, one per vector for a run-time one)."""
+    masks = 0 if target.masked_memory else tile.mv if dynamic_rows else 1
+    return int(not target.fma) + masks
+
+
+def candidates(
+    target: Target, element: ScalarType, m: int | None, reserved: int = 0
+) -> list[RegisterTile]:
+    """Tiles that fit beside `reserved` other live vector registers."""
     lanes = target.lanes(element)
     max_vectors = math.ceil((m or ASSUMED_EXTENT) / lanes)
     tiles = []
     for mv in range(1, min(max_vectors, 8) + 1):
         for nr in range(1, target.vector_registers):
             tile = RegisterTile(mv, nr, lanes)
-            if fits(tile, target):
+            if fits(tile, target, reserved, dynamic_rows=m is None):
                 tiles.append(tile)
     return tiles
 
 
-def cycles_per_k(vectors: int, columns: int) -> float:
+def cycles_per_k(vectors: int, columns: int, k: int) -> float:
+    """Cycles of one k step; the FMA latency bounds a chain only when there is one (k > 1)."""
     fmas = vectors * columns
-    return max(fmas / FMA_PORTS, FMA_LATENCY, (vectors + columns) / LOAD_PORTS)
+    latency = FMA_LATENCY if k > 1 else 0
+    return max(fmas / FMA_PORTS, latency, (vectors + columns) / LOAD_PORTS)
 
 
 def estimate(tile: RegisterTile, m: int | None, n: int | None, k: int | None) -> float:
@@ -71,13 +88,18 @@ def estimate(tile: RegisterTile, m: int | None, n: int | None, k: int | None) ->
     for vectors in row_tiles:
         for columns in col_tiles:
             epilogue = vectors * columns  # one load/store pass over the tile of C
-            total += k * cycles_per_k(vectors, columns) + epilogue
+            total += k * cycles_per_k(vectors, columns, k) + epilogue
     return total
 
 
 def choose(
-    target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None
+    target: Target,
+    element: ScalarType,
+    m: int | None,
+    n: int | None,
+    k: int | None,
+    reserved: int = 0,
 ) -> RegisterTile:
     """The analytical choice; ties go to the larger tile (fewer, longer kernels)."""
-    options = candidates(target, element, m)
+    options = candidates(target, element, m, reserved)
     return min(options, key=lambda t: (estimate(t, m, n, k), -t.mv * t.nr))

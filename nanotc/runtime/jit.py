@@ -11,6 +11,7 @@ jumps to address 0, so the runtime library is loaded into that namespace first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import threading
 from functools import lru_cache
@@ -36,10 +37,9 @@ def _load_compiler_runtime() -> None:
     library = ctypes.util.find_library("gcc_s")
     if library is None:
         return  # not a libgcc platform: its C library provides the helpers
-    try:
+    # if it fails, f16 on targets without F16C cannot link; every other kernel still runs
+    with contextlib.suppress(RuntimeError):
         llvm.load_library_permanently(library)
-    except RuntimeError:
-        pass  # f16 on targets without F16C cannot link then; every other kernel still runs
 
 
 def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:

@@ -114,9 +114,11 @@ def carried_loop(
     init: Sequence[ir.Value],
     body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
     name: str = "i",
+    unroll: bool = True,
 ) -> list[ir.Value]:
     """`values = init; for (v = start; v < stop; v += step) values = body(v, values)`, with the
-    values carried in phi nodes (so they stay in registers); returns the final values."""
+    values carried in phi nodes (so they stay in registers); returns the final values.
+    `unroll=False` forbids LLVM to unroll the loop (for loops whose body is already sized)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     block = b.append_basic_block(f"{name}.body")
@@ -135,9 +137,19 @@ def carried_loop(
     var.add_incoming(b.add(var, as_value(b, step)), latch)
     for phi, value in zip(carried, updated):
         phi.add_incoming(value, latch)
-    b.branch(header)
+    back_edge = b.branch(header)
+    if not unroll:
+        back_edge.set_metadata("llvm.loop", _no_unroll(b.module))
     b.position_at_end(exit_)
     return list(carried)
+
+
+def _no_unroll(module: ir.Module) -> ir.MDValue:
+    """A loop ID carrying `llvm.loop.unroll.disable` (loop IDs refer to themselves)."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    loop_id = module.add_metadata([None, disable])
+    loop_id.operands = [loop_id, disable]
+    return loop_id
 
 
 def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
-from nanotc.codegen.llvm.blas import OutputUpdate, write_output
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
     add,
@@ -23,6 +22,7 @@ from nanotc.codegen.llvm.helpers import (
     mul,
     sub,
 )
+from nanotc.codegen.llvm.output import OutputUpdate, write_output
 from nanotc.codegen.llvm.types import PTR, Dim, MemrefValue, const, memory_type, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
@@ -106,10 +106,10 @@ class NanokernelEmitter:
                 acc = step(add(b, k, u), acc)
             return acc
 
-        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k")
+        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k", unroll=False)
         if isinstance(depth, int) and depth % unroll == 0:
             return acc
-        return carried_loop(b, main, depth, 1, acc, step, name="k.rest")
+        return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
 
     def _a_lane_pointers(
         self, base: ir.Value, a: MemrefValue, lane_stride: Dim
@@ -235,11 +235,21 @@ class NanokernelEmitter:
             write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
 
 
+def schedule_barrier(b: ir.IRBuilder) -> None:
+    """Keep LLVM from interleaving neighbouring tiles: their straight-line code (K unrolled)
+    would otherwise share one block and the scheduler would overlap their live ranges until
+    registers spill. An empty asm statement that clobbers memory is a scheduling fence."""
+    fence = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True)
+    b.call(fence, [])
+
+
 @emits(TileGemm)
 def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
+    schedule_barrier(e.b)
     acc = kernel.accumulate(kernel.zero(), e.value(inst.a), e.value(inst.b))
     kernel.epilogue(acc, e.value(inst.c))
+    schedule_barrier(e.b)
 
 
 @emits(TileBatchGemm)

@@ -1,0 +1,133 @@
+"""The machine code of nanokernels: hot loops hold the target's FMA on full-width registers
+and touch no stack (no spill), for representative gemm shapes on every built-in target."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+import nanotc
+from nanotc.codegen import asm
+
+W2_SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35),
+             (20, 9, 20), (64, 64, 256)]  # fmt: skip
+
+# target -> (mnemonic of its multiply-add, register class of full-width vectors)
+TARGETS = {
+    "avx512": ("vfmadd", "zmm"),
+    "avx2": ("vfmadd", "ymm"),
+    "generic": ("mulp", "xmm"),
+}
+
+
+def batched_gemm(dt: str, m: int, n: int, k: int) -> str:
+    """The W2 kernel: one small gemm per work-group on slices of batched operands."""
+    a, b, c = f"memref<{dt}x{m}x{k}x?>", f"memref<{dt}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  %g = group_id
+  %a = subview %A[:,:,%g] : {a}
+  %b = subview %B[:,:,%g] : {b}
+  %c = subview %C[:,:,%g] : {c}
+  gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{dt}x{m}x{k}>, memref<{dt}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
+}}"""
+
+
+@cache
+def assembly(text: str, target: str) -> str:
+    return nanotc.compile(text, target=target).assembly()
+
+
+def check_hot_loops(text: str, target: str, function: str = "k") -> list[asm.Loop]:
+    op, register = TARGETS[target]
+    loops = asm.hot_loops(assembly(text, target), function, op)
+    assert loops, "no loop with multiply-adds"
+    for loop in loops:
+        assert loop.stack_accesses() == [], f"{loop.label} touches the stack (spills)"
+        fma_lines = [i for i in loop.instructions if i.startswith(op)]
+        assert all(f"%{register}" in i for i in fma_lines), f"{loop.label}: narrow vectors"
+    return loops
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+@pytest.mark.parametrize("shape", W2_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_batched_small_gemm(target: str, dt: str, shape: tuple[int, int, int]) -> None:
+    check_hot_loops(batched_gemm(dt, *shape), target)
+
+
+def test_avx512_uses_no_narrower_vectors_and_avx2_no_wider() -> None:
+    text = batched_gemm("f32", 64, 64, 256)
+    assert "zmm" in assembly(text, "avx512")
+    assert "zmm" not in assembly(text, "avx2")
+    assert "vfmadd" not in assembly(text, "generic")  # the baseline x86-64 has no FMA
+
+
+def test_large_tile_keeps_all_accumulators_in_registers() -> None:
+    """The in-cache shape gets a tile of many accumulators (mv*nr near the register file)."""
+    (loop, *_) = sorted(check_hot_loops(batched_gemm("f32", 64, 64, 256), "avx512"),
+                        key=lambda lp: -lp.count("vfmadd"))  # fmt: skip
+    assert loop.count("vfmadd") >= 24
+    assert len(loop.registers("zmm")) >= 26
+
+
+def test_dynamic_sizes_and_runtime_alpha_beta() -> None:
+    """(On AVX2 a one-column remainder kernel may reload a lane mask: its vector registers
+    are taken by values live across it.)"""
+    text = """func @k(%a: f64, %b: f64, %A: memref<f64x?x?>, %B: memref<f64x?x?>, %C: memref<f64x?x?>) {
+  gemm.n.t %a, %A, %B, %b, %C : f64, memref<f64x?x?>, memref<f64x?x?>, f64, memref<f64x?x?>
+}"""
+    check_hot_loops(text, "avx512")
+
+
+def test_batch_reduce_keeps_accumulators_across_the_batch() -> None:
+    text = """func @k(%A: group<memref<f32x64x64>>, %B: memref<f32x64x64x16>, %C: memref<f32x64x64>) {
+  for %i = 0, 16 {
+    %a = load %A[%i] : group<memref<f32x64x64>>
+    %b = subview %B[:,:,%i] : memref<f32x64x64x16>
+    gemm.n.n 1.0, %a, %b, 1.0, %C : f32, memref<f32x64x64>, memref<f32x64x64>, f32, memref<f32x64x64>
+  }
+}"""
+    compilation = nanotc.compile(text, target="avx512")
+    assert "tile.batch_gemm" in compilation.tiled()
+    check_hot_loops(text, "avx512")
+    # C is loaded and stored once per tile, outside the batch loop: no vector store in a
+    # loop that also holds the FMAs and the batch's pointer loads
+    for loop in asm.hot_loops(assembly(text, "avx512"), "k"):
+        assert not any(i.startswith("vmovups") and i.endswith(")") and "%zmm" in i.split(",")[0]
+                       for i in loop.instructions)  # fmt: skip
+
+
+def test_blocked_path_packs_and_stays_spill_free() -> None:
+    text = """func @k(%A: memref<f32x512x512>, %B: memref<f32x512x512>, %C: memref<f32x512x512>) {
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, memref<f32x512x512>, memref<f32x512x512>, f32, memref<f32x512x512>
+}"""
+    compilation = nanotc.compile(text, target="avx512")
+    assert "tile.pack" in compilation.tiled()
+    check_hot_loops(text, "avx512")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "axpby.n %a, %x, %b, %y : f32, memref<f32x?>, f32, memref<f32x?>",
+        "hadamard %a, %x, %x, %b, %y : f32, memref<f32x?>, memref<f32x?>, f32, memref<f32x?>",
+        "sum.n %a, %x, %b, %s : f32, memref<f32x?>, f32, memref<f32>",
+        "gemv.t %a, %M, %x, %b, %y : f32, memref<f32x?x?>, memref<f32x?>, f32, memref<f32x?>",
+        "gemv.n %a, %M, %x, %b, %y : f32, memref<f32x?x?>, memref<f32x?>, f32, memref<f32x?>",
+    ],
+    ids=lambda b: b.split()[0],
+)
+def test_memory_bound_instructions_use_full_vectors(body: str) -> None:
+    text = (
+        "func @k(%a: f32, %b: f32, %x: memref<f32x?>, %y: memref<f32x?>, %s: memref<f32>, "
+        f"%M: memref<f32x?x?>) {{\n  {body}\n}}"
+    )
+    code = assembly(text, "avx512")
+    assert "zmm" in code and "ymm" not in _vector_arithmetic(code)
+
+
+def _vector_arithmetic(code: str) -> str:
+    """Lines with vector adds, multiplies and multiply-adds (not shuffles of a reduction)."""
+    ops = ("vadd", "vmul", "vfmadd")
+    return "\n".join(line for line in code.splitlines() if line.strip().startswith(ops))
