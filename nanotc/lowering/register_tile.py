@@ -4,8 +4,9 @@ A tile is `mv` vectors (mr = mv * lanes rows) by `nr` columns: mv*nr accumulator
 of A, one broadcast of B, the broadcasts of a run-time alpha and beta (the compiler hoists
 them out of the K loop, so they stay live in it), and what the target needs on top (a lane
 mask without k registers, a product temporary without FMA) must fit the vector register file
-with nothing spilled (section 3.1 of the nanokernel paper). Among the tiles that fit, the model picks the one with the fewest
-estimated cycles for the whole C, counting per k step of each tile
+with nothing spilled (section 3.1 of the nanokernel paper). Among the tiles that fit, the
+model picks the one with the fewest estimated cycles for the whole C, counting per k step of
+each tile
 
     max(FMAs / FMA ports, FMA latency, loads / load ports)
 
