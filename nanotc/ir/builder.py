@@ -59,6 +59,13 @@ class Builder:
     def arith(self, op: ins.BinaryOp, lhs: Operand, rhs: Operand) -> OpResult:
         return self.add(ins.ArithBinary, op=op, lhs=lhs, rhs=rhs)
 
+    def index(self, op: ins.BinaryOp, lhs: Value | int, rhs: Value | int) -> Value | int:
+        """Index arithmetic for lowerings: folded when both sides are literals (index values
+        there are sizes and offsets, never negative, so C and Python division agree)."""
+        if isinstance(lhs, int) and isinstance(rhs, int):
+            return _FOLD[op](lhs, rhs)
+        return self.arith(op, _index_operand(lhs), _index_operand(rhs))
+
     def cast(self, a: Value, to: ScalarType) -> OpResult:
         return self.add(ins.Cast, a=a, to=to)
 
@@ -114,6 +121,20 @@ class Builder:
         results = self.add(ins.If, cond=cond, returns=tuple(returns), then=then,
                            otherwise=otherwise)  # fmt: skip
         return IfBuilder(Builder(then), Builder(otherwise) if otherwise else None, results)
+
+
+_FOLD = {
+    ins.BinaryOp.ADD: lambda x, y: x + y,
+    ins.BinaryOp.SUB: lambda x, y: x - y,
+    ins.BinaryOp.MUL: lambda x, y: x * y,
+    ins.BinaryOp.DIV: lambda x, y: x // y,
+    ins.BinaryOp.REM: lambda x, y: x % y,
+    ins.BinaryOp.AND: lambda x, y: x & y,
+}
+
+
+def _index_operand(x: Value | int) -> Value:
+    return Constant(x, INDEX) if isinstance(x, int) else x
 
 
 class IfBuilder:

@@ -25,6 +25,9 @@ zero. Packed A is op(A) in mr-row panels; packed B is op(B)^T in nr-row panels, 
 nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowering.gemm_blocked`).
 
 `tile.min` is the smaller of two index values (block extents at the edges of C).
+
+`tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
+applies beta once, then accumulates its K blocks with beta 1).
 """
 
 from __future__ import annotations
@@ -134,6 +137,14 @@ class TilePack(Instruction):
     )
 
 
+class TileScale(Instruction):
+    name = "tile.scale"
+    kind = Kind.COLLECTIVE
+    beta = operand(ConstKind.NUMBER)
+    c = operand()
+    syntax = "$beta , $c : type($beta), type($c)"
+
+
 class TileMin(Instruction):
     name = "tile.min"
     lhs = operand(**_INDEX)
@@ -145,5 +156,5 @@ class TileMin(Instruction):
 
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
-    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin,
+    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale,
 )  # fmt: skip

@@ -41,7 +41,7 @@ def lower_gemm(g: Gemm, target: Target) -> list[Instruction]:
         k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1),
     ]
     em, en, ek = sizes
-    elements = b.arith(BinaryOp.MUL, ek, b.arith(BinaryOp.ADD, em, en))
+    elements = b.index(BinaryOp.MUL, ek, b.index(BinaryOp.ADD, em, en))
     large = b.cmp(CmpCond.GT, elements, target.l2_bytes // 2 // element.size)
     branch = b.if_(large)
     branch.then.region.instructions.extend(tile_gemm_blocked(g, target))

@@ -1,7 +1,8 @@
 """gemm on operands larger than the caches: BLIS-style blocking with packing.
 
     for jc in N step nc:                 B block: kc x nc, packed once per (jc, pc)
-      for pc in K step kc:               beta applies to the first kc block only, then 1
+      C := beta * C                        (C not read if beta = 0)
+    for pc in K step kc:               the K blocks accumulate into C (beta 1)
         pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels)
         for ic in M step mc:             A block: mc x kc, stays in L2
           pack op(A)[ic:, pc:] in mr-row panels (contiguous mr x kc panels)
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
-from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
-from nanotc.ir.tile import TileGemm, TileMin, TilePack
+from nanotc.ir.instructions import BinaryOp, Expand, Gemm, Transpose
+from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
 from nanotc.lowering.gemm_tiles import Index, epilogue_registers, gemm_extents, tile_block
@@ -28,7 +29,7 @@ from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
-RUNTIME_BETA = Value(ScalarType.F32)  # stands for a beta that is not a literal
+ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
 @dataclass(frozen=True)
@@ -59,30 +60,37 @@ def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
     c_type: MemRefType = g.c.type
     ct = c_type.element
     m, n, k = gemm_extents(g)
-    # the beta of a K block is known only at run time
-    tile = choose(target, ct, None, None, None, epilogue_registers(g.alpha, RUNTIME_BETA))
+    tile = choose(target, ct, None, None, None, epilogue_registers(g.alpha, ONE))
     blocks = blocking(target, ct, tile)
     b = Builder(Region())
     extent_m = m if m is not None else b.size(g.c, 0)
     extent_n = n if n is not None else b.size(g.c, 1)
     extent_k = k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1)
+    b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
     b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
     with b.for_(0, extent_n, blocks.nc) as (outer, jc):
-        nb = outer.add(TileMin, lhs=outer.arith(BinaryOp.SUB, extent_n, jc), rhs=blocks.nc)
+        nb = _block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
-            kb = middle.add(TileMin, lhs=middle.arith(BinaryOp.SUB, extent_k, pc), rhs=blocks.kc)
-            beta = _beta_of_block(middle, g.beta, pc)
+            kb = _block_extent(middle, extent_k, pc, blocks.kc)
             flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
             middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
                        panel=tile.nr, target=b_pack)  # fmt: skip
             with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
-                mb = inner.add(TileMin, lhs=inner.arith(BinaryOp.SUB, extent_m, ic), rhs=blocks.mc)
+                mb = _block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, source=g.a, row=ic, col=pc, rows=mb,
                           cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
-                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, beta)
+                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, Constant(1, g.beta.type))
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
+
+
+def _block_extent(b: Builder, extent: Index, start: Value, block: int) -> Index:
+    """min(block, extent - start): static when one block covers a static extent, so the
+    tiles of the block get static remainders (fewer kernels)."""
+    if isinstance(extent, int) and extent <= block:
+        return extent
+    return b.add(TileMin, lhs=b.index(BinaryOp.SUB, extent, start), rhs=block)
 
 
 def _capacity(extent: int | None, block: int, multiple: int) -> int:
@@ -90,16 +98,6 @@ def _capacity(extent: int | None, block: int, multiple: int) -> int:
     if extent is None:
         return block
     return min(block, -(-extent // multiple) * multiple)
-
-
-def _beta_of_block(b: Builder, beta: Value, pc: Value) -> Value:
-    """beta for the first K block, 1 for the later ones (they add to the partial C)."""
-    t = beta.type
-    branch = b.if_(b.cmp(CmpCond.EQ, pc, 0), returns=[t])
-    branch.then.yield_(beta)
-    assert branch.otherwise is not None
-    branch.otherwise.yield_(Constant(1, t))
-    return branch.results
 
 
 class _Panels:
@@ -113,18 +111,18 @@ class _Panels:
 
     def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
         kb, full_mr, full_nr = self.kb, self.tile.mr, self.tile.nr
-        a_start = b.arith(BinaryOp.MUL, row, kb)
+        a_start = b.index(BinaryOp.MUL, row, kb)
         a = self._panel(b, self.a_pack, a_start, full_mr)
-        panel = b.arith(BinaryOp.DIV, col, full_nr)
-        within = b.arith(BinaryOp.REM, col, full_nr)
-        b_start = b.arith(
-            BinaryOp.ADD, b.arith(BinaryOp.MUL, panel, b.arith(BinaryOp.MUL, kb, full_nr)), within
+        panel = b.index(BinaryOp.DIV, col, full_nr)
+        within = b.index(BinaryOp.REM, col, full_nr)
+        b_start = b.index(
+            BinaryOp.ADD, b.index(BinaryOp.MUL, panel, b.index(BinaryOp.MUL, kb, full_nr)), within
         )
         bp = self._panel(b, self.b_pack, b_start, full_nr)
         bp = b.subview(bp, [0, 0], [nr, "?"])
         c = b.subview(
             self.g.c,
-            [b.arith(BinaryOp.ADD, self.ic, row), b.arith(BinaryOp.ADD, self.jc, col)],
+            [b.index(BinaryOp.ADD, self.ic, row), b.index(BinaryOp.ADD, self.jc, col)],
             [rows, nr],
         )
         b.add(
@@ -135,6 +133,6 @@ class _Panels:
 
     def _panel(self, b: Builder, buffer: Value, start: Value, width: int) -> Value:
         """The `width x kb` panel at `start` of a packing buffer (column stride `width`)."""
-        size = b.arith(BinaryOp.MUL, self.kb, width)
+        size = b.index(BinaryOp.MUL, self.kb, width)
         flat = b.subview(buffer, [start], [size])
         return b.add(Expand, source=flat, mode=0, shape=[width, self.kb])

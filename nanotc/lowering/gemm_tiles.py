@@ -3,10 +3,12 @@
 C (M x N) is covered column block by column block (nr columns: the B panel is reused from
 L1 by every row tile under it), and within a block row tile by row tile (mr rows). Remainders:
 
-- rows: one more tile whose rows beyond M are masked (`rows` < mr);
+- rows: with M static, one more tile whose rows beyond M are masked (`rows` < mr); with M
+  dynamic, one kernel masked to min(mr, M - row) rows for all row tiles (fewer kernels to
+  compile; a masked load costs what a plain one does where masks are k registers);
 - columns: smaller kernels (fewer accumulators) for the last N mod nr columns. With N static
-  that is one kernel of exactly that width; with N dynamic, kernels of widths 2^i < nr, each
-  run when bit i of the remainder is set, cover any remainder with at most log2(nr) kernels.
+  that is one kernel of exactly that width; with N dynamic, a half-width kernel (when the
+  remainder allows) and a one-column kernel in a loop cover any remainder.
 
 Gemms with floating-point outputs of 32 or 64 bits take this path; others keep the plain loop
 nest of the LLVM backend.
@@ -19,8 +21,8 @@ from collections.abc import Callable
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
-from nanotc.ir.tile import TileGemm
-from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.ir.tile import TileGemm, TileMin
+from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
 from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
@@ -113,12 +115,10 @@ class _Tiler:
                 lanes = self.tile.lanes
                 self.micro(b, full * mr, col, tail, -(-tail // lanes) * lanes, width)
             return
-        full_rows = b.arith(BinaryOp.SUB, self.m, b.arith(BinaryOp.REM, self.m, mr))
-        with b.for_(0, full_rows, mr) as (body, row):
-            self.micro(body, row, col, mr, mr, width)
-        tail = b.arith(BinaryOp.SUB, self.m, full_rows)
-        branch = b.if_(b.cmp(CmpCond.GT, tail, 0), with_else=False)
-        self.micro(branch.then, full_rows, col, tail, mr, width)
+        # a run-time M: one kernel masked to min(mr, M - row) rows serves every row tile
+        with b.for_(0, self.m, mr) as (body, row):
+            rows = body.add(TileMin, lhs=body.index(BinaryOp.SUB, self.m, row), rhs=mr)
+            self.micro(body, row, col, rows, mr, width)
 
 
 def _static_columns(b: Builder, tiler: _Tiler, n: int) -> None:
@@ -134,21 +134,23 @@ def _static_columns(b: Builder, tiler: _Tiler, n: int) -> None:
 
 
 def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value) -> None:
+    """Full nr-wide blocks, then the remainder (< nr columns): one half-width block if it
+    fits, then single columns. Two remainder kernels keep compile time low; the single
+    columns run at most nr/2 times."""
     nr = tiler.tile.nr
-    full = b.arith(BinaryOp.SUB, n, b.arith(BinaryOp.REM, n, nr))
+    full = b.index(BinaryOp.SUB, n, b.index(BinaryOp.REM, n, nr))
     with b.for_(0, full, nr) as (body, col):
         tiler.rows(body, col, nr)
-    tail = b.arith(BinaryOp.SUB, n, full)
     col: Value = full
-    width = _largest_power_of_two_below(nr)
-    while width >= 1:
-        part = b.arith(BinaryOp.AND, tail, width)
-        branch = b.if_(b.cmp(CmpCond.NE, part, 0), with_else=False)
-        tiler.rows(branch.then, col, width)
-        col = b.arith(BinaryOp.ADD, col, part)
-        width //= 2
-
-
-def _largest_power_of_two_below(n: int) -> int:
-    """Widths 2^i below n sum to at least n - 1: they cover any remainder (0 when n = 1)."""
-    return 1 << ((n - 1).bit_length() - 1) if n > 1 else 0
+    half = nr // 2
+    if half > 1:
+        fits_half = b.cmp(CmpCond.GE, b.index(BinaryOp.SUB, n, full), half)
+        branch = b.if_(fits_half, returns=[INDEX])
+        tiler.rows(branch.then, full, half)
+        branch.then.yield_(b.const(half, INDEX))
+        assert branch.otherwise is not None
+        branch.otherwise.yield_(b.const(0, INDEX))
+        col = b.index(BinaryOp.ADD, full, branch.results)
+    if nr > 1:
+        with b.for_(col, n, 1) as (body, column):
+            tiler.rows(body, column, 1)

@@ -21,7 +21,7 @@ from nanotc.codegen.llvm.scalar import binary
 from nanotc.codegen.llvm.types import MemrefValue, memory_type
 from nanotc.ir.instructions import BinaryOp, BlasInstruction
 from nanotc.ir.types import ScalarType
-from nanotc.ir.values import Constant
+from nanotc.ir.values import Constant, Value
 
 
 def compute_type(output: ScalarType) -> ScalarType:
@@ -47,11 +47,22 @@ def with_output_update(
     nest: Callable[[OutputUpdate], None],
 ) -> None:
     """Emit `nest` once per beta case (one branch on a run-time beta, outside the loops)."""
+    fields = inst.fields
+    update_output(e, fields["beta"], fields["alpha"], bool(fields["atomic"]), output, nest)
+
+
+def update_output(
+    e: FunctionEmitter,
+    beta_operand: Value,
+    alpha_operand: Value,
+    atomic: bool,
+    output: MemrefValue,
+    nest: Callable[[OutputUpdate], None],
+) -> None:
+    """`with_output_update` for given alpha, beta and atomicity."""
     element = output.type.element
     ct = compute_type(element)
-    alpha = convert(e.b, e.value(inst.alpha), inst.alpha.type, ct)
-    beta_operand = inst.fields["beta"]
-    atomic = bool(inst.fields["atomic"])
+    alpha = convert(e.b, e.value(alpha_operand), alpha_operand.type, ct)
 
     def update(beta: ir.Value | None, one: bool = False) -> OutputUpdate:
         return OutputUpdate(element, ct, alpha, beta, one, atomic)

@@ -1,4 +1,5 @@
-"""Emission of `tile.pack` (copying a block of op(X) into panel-major scratch) and `tile.min`.
+"""Emission of the blocked GEMM's helpers: `tile.pack` (copying a block of op(X) into
+panel-major scratch), `tile.scale` (C := beta * C before the K blocks) and `tile.min`.
 
 Packing converts to the target buffer's element type, so a nanokernel reading packed panels
 always sees its compute type. Where the rows of op(X) are contiguous, a panel column is
@@ -10,6 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
+from nanotc.codegen.llvm.blas_vector import VECTOR_TYPES, VectorLoops
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
     add,
@@ -19,17 +21,42 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     load_scalar,
+    memref_element,
     mul,
 )
+from nanotc.codegen.llvm.output import OutputUpdate, compute_type, update_output, write_output
 from nanotc.codegen.llvm.types import MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
-from nanotc.ir.tile import TileMin, TilePack
+from nanotc.ir.tile import TileMin, TilePack, TileScale
+from nanotc.ir.values import Constant
 
 
 @emits(TileMin)
 def _min(e: FunctionEmitter, inst: TileMin) -> None:
     x, y = e.index_value(inst.lhs), e.index_value(inst.rhs)
     e.define(inst.result, e.b.select(e.b.icmp_signed("<", x, y), x, y))
+
+
+@emits(TileScale)
+def _scale(e: FunctionEmitter, inst: TileScale) -> None:
+    """C := 0 * 0 + beta * C through the common output update (so beta = 0 writes zeros
+    without reading C), with full vectors where C's columns are contiguous."""
+    c: MemrefValue = e.value(inst.c)
+    ct = compute_type(c.type.element)
+    zero = ir.Constant(register_type(ct), 0)
+
+    def columns(u: OutputUpdate) -> None:
+        b = e.b
+        with for_range(b, 0, c.shape[1], name="j") as j:
+            column = MemrefValue(c.type, memref_element(b, c, [0, j]), c.shape, c.stride)
+            if c.stride[0] == 1 and ct in VECTOR_TYPES:
+                v = VectorLoops(e, ct)
+                v.each(c.shape[0], lambda i, mask: v.write(u, column, i, vec.zeros(v.type), mask))
+            else:
+                with for_range(b, 0, c.shape[0]) as i:
+                    write_output(b, u, memref_element(b, column, [i, 0]), zero)
+
+    update_output(e, inst.beta, Constant(0, ct), False, c, columns)
 
 
 @emits(TilePack)
@@ -89,14 +116,13 @@ class _PackedBlock:
             b.store(vec.convert(b, loaded, t_out), out, align=self.dst_t.size)
 
     def copy_elements(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
+        """Rows below `valid` copied one by one, the rest of the panel column zeroed."""
         b = self.b
+        rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
+        with for_range(b, 0, rows, name="row") as i:
+            ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
+            value = convert(b, load_scalar(b, ptr, self.src_t), self.src_t, self.dst_t)
+            b.store(value, element_ptr(b, dst, self.dst_t, i))
         zero = ir.Constant(register_type(self.dst_t), 0)
-        for i in range(self.panel):
-            slot = element_ptr(b, dst, self.dst_t, i)
-            with b.if_else(b.icmp_signed("<", const(i), valid)) as (inside, outside):
-                with inside:
-                    ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
-                    value = load_scalar(b, ptr, self.src_t)
-                    b.store(convert(b, value, self.src_t, self.dst_t), slot)
-                with outside:
-                    b.store(zero, slot)
+        with for_range(b, rows, self.panel, name="pad") as i:
+            b.store(zero, element_ptr(b, dst, self.dst_t, i))
