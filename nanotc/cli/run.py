@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from nanotc.ir.core import Function
-from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type
-from nanotc.runtime.arguments import numpy_dtype
+from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.transforms.flops import flops_per_group
 
 

@@ -13,7 +13,10 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
+
+import ml_dtypes
+import numpy as np
 
 from nanotc.diagnostics import ErrorKind
 
@@ -203,3 +206,21 @@ def product(values: Sequence[Extent]) -> Extent:
     if DYNAMIC in values:
         return DYNAMIC
     return math.prod(values)  # type: ignore[arg-type]
+
+
+_DTYPES: dict[ScalarType, np.dtype[Any]] = {
+    ScalarType.I1: np.dtype(np.bool_),
+    ScalarType.I8: np.dtype(np.int8),
+    ScalarType.I16: np.dtype(np.int16),
+    ScalarType.I32: np.dtype(np.int32),
+    ScalarType.I64: np.dtype(np.int64),
+    ScalarType.INDEX: np.dtype(np.int64),
+    ScalarType.F16: np.dtype(np.float16),
+    ScalarType.BF16: np.dtype(ml_dtypes.bfloat16),
+    ScalarType.F32: np.dtype(np.float32),
+    ScalarType.F64: np.dtype(np.float64),
+}
+
+
+def numpy_dtype(t: ScalarType) -> np.dtype[Any]:
+    return _DTYPES[t]

@@ -26,8 +26,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from nanotc.ir.types import ScalarType
-from nanotc.runtime.arguments import numpy_dtype
+from nanotc.ir.types import ScalarType, numpy_dtype
 
 HALF_TYPES = (ScalarType.F16, ScalarType.BF16)
 """Float types narrower than f32: stored in 16 bits, computed in f32."""

@@ -32,9 +32,8 @@ from typing import Any
 import numpy as np
 
 from nanotc.ir.instructions import BinaryOp, CmpCond, UnaryOp
-from nanotc.ir.types import ScalarType
+from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference.conversions import HALF_TYPES, convert_scalar, wrap
-from nanotc.runtime.arguments import numpy_dtype
 
 
 def from_python(value: int | float, t: ScalarType) -> np.generic:

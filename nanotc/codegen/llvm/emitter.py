@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from nanotc.codegen.llvm.types import Dim, const, register_type
 from nanotc.ir.core import Function, Instruction, Region
-from nanotc.ir.types import ScalarType
+from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.ir.values import Constant, Value
 from nanotc.targets import Target
 
@@ -44,6 +45,15 @@ class KernelState:
     scratch_offsets: dict[int, int] = field(default_factory=dict)  # id(alloca) -> byte offset
 
 
+def representable(value: int | float, t: ScalarType) -> int | float:
+    """A literal rounded to its type (a float literal beyond f16's range is inf, as the
+    type's arithmetic would make it; integers are range-checked by the checker)."""
+    if t.is_float and t is not ScalarType.F64:
+        with np.errstate(over="ignore"):
+            return float(numpy_dtype(t).type(value))
+    return value
+
+
 class FunctionEmitter:
     def __init__(self, func: Function, builder: ir.IRBuilder, state: KernelState):
         self.func = func
@@ -60,7 +70,7 @@ class FunctionEmitter:
     def value(self, v: Value) -> Any:
         if isinstance(v, Constant):
             assert isinstance(v.type, ScalarType) and v.value is not None
-            return ir.Constant(register_type(v.type), v.value)
+            return ir.Constant(register_type(v.type), representable(v.value, v.type))
         return self.values[id(v)]
 
     def dim(self, v: Value) -> Dim:

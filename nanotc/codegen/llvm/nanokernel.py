@@ -261,5 +261,23 @@ def _tile_batch_gemm(e: FunctionEmitter, inst: TileBatchGemm) -> None:
         return kernel.accumulate(acc, a, bm)
 
     start, stop, step = (e.dim(v) for v in (inst.start, inst.stop, inst.step))
-    acc = carried_loop(e.b, start, stop, step, kernel.zero(), element, name="batch")
+    if step == 1:
+        acc = carried_loop(e.b, start, stop, 1, kernel.zero(), element, name="batch")
+    else:
+        b = e.b
+        trips = trip_count(b, as_value(b, start), as_value(b, stop), as_value(b, step))
+
+        def counted(t: ir.Value, acc: Accumulators) -> Accumulators:
+            return element(b.add(as_value(b, start), b.mul(t, as_value(b, step))), acc)
+
+        acc = carried_loop(b, 0, trips, 1, kernel.zero(), counted, name="batch")
     kernel.epilogue(acc, e.value(inst.c))
+
+
+def trip_count(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
+    """Iterations of `for (v = start; v < stop; v += step)`: none for step <= 0 (as `for`
+    runs), and computed without overflow: (stop - start - 1) / step + 1, unsigned."""
+    runs = b.and_(b.icmp_signed("<", start, stop), b.icmp_signed(">", step, const(0)))
+    safe_step = b.select(runs, step, const(1))
+    count = b.add(b.udiv(b.sub(b.sub(stop, start), const(1)), safe_step), const(1))
+    return b.select(runs, count, const(0))

@@ -1,0 +1,287 @@
+"""Shared helpers of the native-backend tests: compile once per (text, target), run a kernel
+natively and with the reference evaluator on identical copies of the same arguments, and
+compare every array the kernel was given (its whole underlying memory, so writes outside a
+view show up too).
+
+Arguments are numpy arrays (any view: the copy rebuilds the same view on a copy of its root
+array), lists of arrays (groups), `Group`s, or scalars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+import nanotc
+from nanotc.api import Compilation
+from nanotc.reference import evaluate
+from nanotc.runtime.arguments import Group
+
+TARGETS = ("host", "avx2", "generic")
+"""The targets every key differential test runs on (all three execute on this machine)."""
+
+DTYPES = {
+    "i1": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "index": np.dtype(np.int64),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+}
+INT_TYPES = ("i8", "i16", "i32", "i64", "index")
+
+SHAPES = (1, 2, 3, 5, 7, 8, 11, 13, 16, 17, 23, 31, 32, 37, 47, 53, 64, 67, 70)
+"""Extents drawn by the random-shape tests: 1..70 with the primes, powers of two and their
+neighbours (vector-width tails)."""
+
+RTOL = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-5, "float64": 1e-12}
+"""Relative tolerance of one floating-point result (by numpy dtype name), before scaling by
+the reduction length: about one unit in the last place for the 16-bit types, whose results are
+computed in f32 and may round either way after a different order of additions."""
+
+
+@cache
+def compiled(text: str, target: str = "host") -> Compilation:
+    return nanotc.compile(text, target=target)
+
+
+@cache
+def program(text: str) -> Any:
+    return nanotc.load(text)
+
+
+def kernel_name(text: str) -> str:
+    return program(text).functions[0].name
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def root_of(array: np.ndarray) -> np.ndarray:
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _address(array: np.ndarray) -> int:
+    return int(array.__array_interface__["data"][0])
+
+
+def clone_array(array: np.ndarray) -> np.ndarray:
+    """The same view (shape, strides, offset) on a copy of the array's root memory."""
+    root = root_of(array)
+    assert root.flags.c_contiguous or root.flags.f_contiguous, "roots own contiguous memory"
+    memory = np.empty(root.nbytes, np.uint8)  # bytes in memory order, strides kept as they are
+    memory[:] = np.frombuffer(root.tobytes(order="A"), np.uint8)
+    # as_strided's result has no ndarray base: it is the root of the copied views
+    copy = as_strided(memory.view(root.dtype), root.shape, root.strides)
+    if root is array:
+        return copy
+    offset = _address(array) - _address(root)
+    return np.ndarray(array.shape, array.dtype, buffer=copy, offset=offset, strides=array.strides)
+
+
+def clone(arg: Any) -> Any:
+    if isinstance(arg, np.ndarray):
+        return clone_array(arg)
+    if isinstance(arg, Group):
+        return Group(clone(arg.members), arg.offset)
+    if isinstance(arg, list | tuple):
+        return [clone(a) for a in arg]
+    return arg
+
+
+def arrays_of(arg: Any) -> list[np.ndarray]:
+    if isinstance(arg, np.ndarray):
+        return [arg]
+    if isinstance(arg, Group):
+        return arrays_of(arg.members)
+    if isinstance(arg, list | tuple):
+        return [a for x in arg for a in arrays_of(x)]
+    return []
+
+
+def random_array(
+    rng: np.random.Generator, shape: Sequence[int], ty: str, integral: bool = False
+) -> np.ndarray:
+    """A Fortran-ordered array of `ty` (the default layout). Floats are uniform in [-1, 1]
+    (integer-valued in [-4, 4] when `integral`); integers in [-100, 100) (i8: full range)."""
+    dtype = DTYPES[ty]
+    shape = tuple(shape)
+    if dtype.kind == "b":
+        values = rng.integers(0, 2, size=shape)
+    elif dtype.kind in "iu":
+        lo, hi = (-128, 128) if ty == "i8" else (-100, 100)
+        values = rng.integers(lo, hi, size=shape)
+    elif integral:
+        values = rng.integers(-4, 5, size=shape)
+    else:
+        values = rng.uniform(-1.0, 1.0, size=shape)
+    return fortran(values.astype(dtype))
+
+
+def fortran(values: np.ndarray) -> np.ndarray:
+    """A Fortran-ordered copy whose strides are the packed column-major ones in every mode,
+    also modes of size 1 (numpy gives those any stride, and a dynamic stride that breaks
+    S(k) * s(k) = S(k+1) makes `fuse` undefined)."""
+    strides, stride = [], values.itemsize
+    for n in values.shape:
+        strides.append(stride)
+        stride *= max(n, 1)
+    memory = np.empty(max(values.size, 1) * values.itemsize, np.uint8).view(values.dtype)
+    out = as_strided(memory, values.shape, tuple(strides))
+    out[...] = values
+    return out
+
+
+def strided_view(
+    rng: np.random.Generator, shape: Sequence[int], ty: str, steps: Sequence[int], pad: int = 2
+) -> np.ndarray:
+    """A view of `shape` into a larger random array: every `steps[k]`-th element along mode k,
+    starting `pad` elements in (negative steps walk backwards)."""
+    outer = [pad + abs(s) * n + pad for s, n in zip(steps, shape)]
+    base = random_array(rng, outer, ty)
+    index = tuple(
+        slice(pad, pad + s * n, s) if s > 0 else slice(pad + abs(s) * n - 1, pad - 1, s)
+        for s, n in zip(steps, shape)
+    )
+    view = base[index]
+    assert view.shape == tuple(shape)
+    return view
+
+
+def fill_garbage(array: np.ndarray) -> np.ndarray:
+    """Fill with NaN (floats) or 0x5A bytes (integers): what an output with beta = 0 holds."""
+    if array.dtype.kind == "f" or array.dtype == DTYPES["bf16"]:
+        array[...] = np.nan
+    elif array.dtype.kind == "b":
+        array[...] = True
+    else:
+        array[...] = np.full(1, 0x5A5A5A5A5A5A5A5A, np.uint64).view(np.uint8)[0]
+    return array
+
+
+def literal(value: float | int, ty: str) -> str:
+    """A constant operand for an instruction whose scalar type is `ty`."""
+    if ty in INT_TYPES or ty == "i1":
+        return str(int(value))
+    text = repr(float(value))
+    return text if "." in text or "e" in text else text + ".0"
+
+
+# -- running and comparing ------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    native: list[Any]
+    reference: list[Any]
+
+
+def run_native(
+    text: str,
+    args: Sequence[Any],
+    group_size: int = 1,
+    target: str = "host",
+    num_threads: int | None = 1,
+    name: str | None = None,
+) -> None:
+    kernel = compiled(text, target)[name or kernel_name(text)]
+    kernel(*args, group_size=group_size, num_threads=num_threads)
+
+
+def run_reference(text: str, args: Sequence[Any], group_size: int = 1, name: str | None = None):
+    evaluate(program(text), name or kernel_name(text), list(args), group_size)
+
+
+def run_both(
+    text: str,
+    args: Sequence[Any],
+    group_size: int = 1,
+    target: str = "host",
+    num_threads: int | None = 1,
+    name: str | None = None,
+) -> Outcome:
+    """Run natively on `args` themselves and with the reference on copies; returns both
+    argument lists (the caller compares them, or uses `check`)."""
+    expected = [clone(a) for a in args]
+    run_reference(text, expected, group_size, name)
+    run_native(text, args, group_size, target, num_threads, name)
+    return Outcome(list(args), expected)
+
+
+def check(
+    text: str,
+    args: Sequence[Any],
+    group_size: int = 1,
+    target: str = "host",
+    num_threads: int | None = 1,
+    depth: int = 1,
+    name: str | None = None,
+) -> Outcome:
+    """run_both, then every array argument's whole memory must match (`assert_match`)."""
+    outcome = run_both(text, args, group_size, target, num_threads, name)
+    for got, want in zip(outcome.native, outcome.reference):
+        for g, w in zip(arrays_of(got), arrays_of(want)):
+            assert_match(root_of(g), root_of(w), depth)
+    return outcome
+
+
+def assert_match(actual: np.ndarray, expected: np.ndarray, depth: int = 1) -> None:
+    """Integers (and i1) exactly; floats with NaN exactly where NaN is expected and otherwise
+    within RTOL * max(1, depth) relative to the largest magnitude of the result (for
+    reductions of length `depth`, whose rounding error grows with it)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if actual.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected)
+        return
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    nan_a, nan_e = np.isnan(a), np.isnan(e)
+    bad = np.flatnonzero(nan_a != nan_e)
+    assert bad.size == 0, f"NaN mismatch at flat indices {bad[:10]}: got {a.flat[bad[:10]]}"
+    finite = np.isfinite(e)
+    np.testing.assert_array_equal(a[~finite & ~nan_e], e[~finite & ~nan_e])  # infinities
+    if not finite.any():
+        return
+    rtol = RTOL[actual.dtype.name]
+    scale = max(1.0, float(np.max(np.abs(e[finite]))))
+    tolerance = rtol * max(1, depth) * scale
+    np.testing.assert_allclose(a[finite], e[finite], rtol=0, atol=tolerance)
+
+
+def same_bits(actual: Any, expected: Any) -> bool:
+    """Equal values of the same dtype, NaN equal to NaN (any payload), -0.0 != 0.0."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.dtype != e.dtype:
+        return False
+    if a.dtype.kind == "f":
+        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        both_nan = np.isnan(a64) & np.isnan(e64)
+        same = (a64 == e64) & (np.signbit(a64) == np.signbit(e64))
+        return bool(np.all(both_nan | same))
+    return bool(np.array_equal(a, e))
+
+
+def assert_same_bits(actual: Any, expected: Any, context: str = "") -> None:
+    if same_bits(actual, expected):
+        return
+    a, e = np.asarray(actual), np.asarray(expected)
+    with np.errstate(invalid="ignore"):
+        diff = np.flatnonzero(~((a == e) | (np.isnan(a) & np.isnan(e))) | (a.dtype != e.dtype))
+    if a.dtype.kind == "f":
+        diff = np.union1d(diff, np.flatnonzero(np.signbit(a) != np.signbit(e)))
+    raise AssertionError(
+        f"{context}: native != reference at {diff[:8]}: "
+        f"native {a.flat[diff[:8]]}, reference {e.flat[diff[:8]]}"
+    )

@@ -1,0 +1,177 @@
+"""`nanotc compile --emit ...` and `nanotc run ... --check` through the command line, in a
+child process as a user runs them (small group sizes, except the README's main command)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "fused_kernel.ir"
+
+LOOP_KERNEL = """func @scale(%n: index, %alpha: f64, %x: memref<f64x?>, %y: group<memref<f64x?>>) {
+    %g = group_id
+    %yg = load %y[%g] : group<memref<f64x?>>
+    foreach %i = 0, %n {
+        %v = load %x[%i] : memref<f64x?>
+        %w = arith.mul %v, %alpha : f64
+        store %w, %yg[%i] : memref<f64x?>
+    }
+    axpby.n %alpha, %x, 1.0, %yg : f64, memref<f64x?>, f64, memref<f64x?>
+}"""
+
+
+def nanotc(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m nanotc` (the installed `nanotc` script runs the same main)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nanotc", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=os.environ | {"PYTHONHASHSEED": "0"},
+    )
+
+
+def test_readme_run_command_checks_against_the_reference() -> None:
+    result = nanotc(
+        "run",
+        "examples/fused_kernel.ir",
+        "--kernel",
+        "fused_kernel",
+        "--group-size",
+        "1000",
+        "--size",
+        "D.2=1000",
+        "--check",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for name in ("A", "B", "C", "D"):
+        assert any(line.startswith(f"check %{name}: ") and line.endswith(" ok") for line in lines)
+    assert "@fused_kernel: 1000 work-groups" in result.stdout and "GFLOP/s" in result.stdout
+
+
+@pytest.mark.parametrize("target", ["avx2", "generic"])
+def test_run_check_on_other_targets_and_two_threads(target: str) -> None:
+    result = nanotc(
+        "run",
+        str(EXAMPLE),
+        "--kernel",
+        "fused_kernel",
+        "--group-size",
+        "5",
+        "--size",
+        "D.2=5",
+        "--check",
+        "--threads",
+        "2",
+        "--repeat",
+        "1",
+        "--target",
+        target,
+        "--seed",
+        "3",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(" ok") == 4 and "MISMATCH" not in result.stdout
+
+
+def test_run_check_with_integer_parameters_and_dynamic_group_members(tmp_path) -> None:
+    path = tmp_path / "scale.ir"
+    path.write_text(LOOP_KERNEL)
+    result = nanotc(
+        "run",
+        str(path),
+        "--kernel",
+        "scale",
+        "--group-size",
+        "3",
+        "--size",
+        "n=7",
+        "--size",
+        "x.0=7",
+        "--size",
+        "y.0=7",
+        "--check",
+        "--repeat",
+        "2",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "check %x: max relative error" in result.stdout
+    assert "check %y: max relative error" in result.stdout and "MISMATCH" not in result.stdout
+
+
+def test_run_reads_standard_input() -> None:
+    result = nanotc(
+        "run",
+        "-",
+        "--kernel",
+        "fused_kernel",
+        "--group-size",
+        "2",
+        "--size",
+        "D.2=2",
+        "--check",
+        "--repeat",
+        "1",
+        stdin=EXAMPLE.read_text(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "MISMATCH" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--group-size", "2"], "--size D.2=VALUE"),
+        (["--group-size", "2", "--size", "D.2=x"], "expected NAME=INTEGER"),
+        (["--group-size", "2", "--size", "D.2=2", "--size", "Q.0=1"], "Q.0"),
+        (["--group-size", "2", "--size", "D.2=2", "--target", "sparc"], "unknown target"),
+    ],
+    ids=["missing size", "bad size", "unknown size", "unknown target"],
+)
+def test_run_command_line_errors(args: list[str], message: str) -> None:
+    result = nanotc("run", str(EXAMPLE), "--kernel", "fused_kernel", *args)
+    assert result.returncode == 1
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_invalid_program_reports_its_location(tmp_path) -> None:
+    path = tmp_path / "bad.ir"
+    path.write_text("func @k(%a: f32) {\n    %b = arith.add %a, %c : f32\n}\n")
+    result = nanotc("run", str(path), "--kernel", "k", "--group-size", "1")
+    assert result.returncode == 1
+    assert f"{path}:2." in result.stderr and "Undefined identifier %c" in result.stderr
+
+
+EMITS = {
+    "ir": lambda out: "func @fused_kernel(" in out and "gemm.n.t" in out,
+    "llvm": lambda out: "define" in out and "@fused_kernel__packed" in out,
+    "llvm-raw": lambda out: 'define i32 @"fused_kernel"(' in out and "gid.header" in out,
+    "asm": lambda out: "fused_kernel:" in out and "vfmadd" in out,
+}
+
+
+def test_compile_emits_every_stage(tmp_path) -> None:
+    for emit, looks_right in EMITS.items():
+        result = nanotc("compile", str(EXAMPLE), "--emit", emit)
+        assert result.returncode == 0, result.stderr
+        assert looks_right(result.stdout), f"--emit {emit}:\n{result.stdout[:500]}"
+    obj = tmp_path / "kernel.o"
+    result = nanotc("compile", str(EXAMPLE), "--emit", "obj", "-o", str(obj), "--target", "avx2")
+    assert result.returncode == 0, result.stderr
+    data = obj.read_bytes()
+    assert data[:4] == b"\x7fELF" and b"fused_kernel__packed" in data
+
+
+def test_compile_for_each_target_uses_its_registers() -> None:
+    for target, wide, absent in [("avx2", "%ymm", "%zmm"), ("generic", "%xmm", "%ymm")]:
+        result = nanotc("compile", str(EXAMPLE), "--emit", "asm", "--target", target)
+        assert result.returncode == 0, result.stderr
+        assert wide in result.stdout and absent not in result.stdout

@@ -1,0 +1,340 @@
+"""GEMM through the generated nanokernels (`tile.gemm`, `tile.batch_gemm`) against the
+reference evaluator and numpy, on every target: static shapes on both sides of each register
+tile's edges (row masks, narrower column kernels, fully unrolled and looped K), dynamic sizes
+(run-time row masks, power-of-two column remainders), gathered A and scattered C, every beta
+form (0 never reading C, 1, other, run-time), mixed f16/f32/f64 inputs, empty extents, and
+batch-reduce loops of gemms accumulating in registers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from nanotc.ir.printer import print_program
+from nanotc.ir.types import ScalarType
+from nanotc.lowering.register_tile import choose
+from nanotc.targets import get
+
+from .blas_cases import Case, run_case
+from .helpers import (
+    SHAPES,
+    TARGETS,
+    assert_match,
+    check,
+    compiled,
+    fill_garbage,
+    random_array,
+)
+
+TRANSPOSES = list(itertools.product("nt", repeat=2))
+
+
+def tile_edges(target: str, ty: str) -> list[tuple[int, int, int]]:
+    """(m, n, k) around the register tile chosen for a large gemm: one row short of, equal to
+    and one past a vector and a tile; one column short of, equal to and past the tile width;
+    K fully unrolled (<= 16) and looped with and without a remainder."""
+    tile = choose(get(target), ScalarType(ty), None, None, None)
+    lanes, mr, nr = tile.lanes, tile.mr, tile.nr
+    ms = sorted({1, max(1, lanes - 1), lanes + 1, mr, mr + 1, 2 * mr + 3})
+    ns = sorted({1, max(1, nr - 1), nr, nr + 1, 2 * nr + 1})
+    ks = [1, 16, 17, 53]
+    return [(ms[i % len(ms)], ns[i % len(ns)], ks[i % len(ks)]) for i in range(6)]
+
+
+def is_lowered_to_tiles(text: str, target: str = "host") -> bool:
+    return "tile." in print_program(compiled(text, target).lowered)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_static_shapes_around_the_register_tile(ty: str, target: str, rng) -> None:
+    for i, mnk in enumerate(tile_edges(target, ty)):
+        trans = TRANSPOSES[i % 4]
+        alpha, beta = [(1.0, 0.0), (2.5, 1.0), (-0.5, 1.5)][i % 3]
+        case = Case(
+            "gemm", trans, (ty,) * 3, ty, ("packed",) * 3, alpha=alpha, beta=beta, static_shape=mnk
+        )
+        assert is_lowered_to_tiles(case.text(), target)
+        run_case(case, target, rng, [mnk])
+
+
+@pytest.mark.parametrize(
+    ("ty", "target"), [("f32", "host"), ("f64", "host"), ("f32", "avx2"), ("f64", "generic")]
+)
+def test_dynamic_sizes_every_remainder(ty: str, target: str, rng) -> None:
+    """One kernel for all sizes: every M remainder (run-time masks) and N remainder (the
+    power-of-two column kernels) from 1 to 70, runtime alpha/beta. (Dynamic gemms compile to
+    much more code than static ones: a few kernels, many sizes.)"""
+    case = Case("gemm", ("n", "n"), (ty,) * 3, ty, ("dynamic",) * 3)
+    sizes = [(m, n, int(rng.choice(SHAPES))) for m, n in zip(range(1, 71, 3), range(70, 0, -3))]
+    run_case(case, target, rng, sizes)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("trans", TRANSPOSES, ids="".join)
+def test_gathered_a_and_scattered_c(trans: tuple[str, str], target: str, rng) -> None:
+    """Rows of op(A) not adjacent in memory (a transposed A, or every other row) take the
+    gather nanokernel; a C with a non-unit row stride the scatter epilogue (static sizes)."""
+    for layouts in [
+        ("sstrided", "packed", "sstrided"),
+        ("packed", "sstrided", "ld"),
+        ("subview", "ld", "sstrided"),
+    ]:
+        mnk = tuple(int(x) for x in rng.choice(SHAPES, 3))
+        case = Case("gemm", trans, ("f32",) * 3, "f32", layouts, static_shape=mnk)
+        run_case(case, target, rng, [mnk])
+
+
+def test_gathered_and_scattered_with_dynamic_strides(rng) -> None:
+    """The same with every size and stride dynamic (row-major, reversed and gapped views),
+    one kernel for several sizes."""
+    case = Case("gemm", ("t", "n"), ("f64",) * 3, "f64", ("strided", "rowmajor", "reversed"))
+    run_case(case, "host", rng, [(1, 1, 1), (23, 17, 9), (8, 3, 70)])
+
+
+ALPHA_BETA = {
+    "a1b0": (1.0, 0.0),
+    "a1b1": (1.0, 1.0),
+    "aXb0": (-2.0, 0.0),
+    "aXbX": (0.5, -1.0),
+    "runtime": (None, None),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", list(ALPHA_BETA))
+def test_alpha_beta_forms(form: str, target: str, rng) -> None:
+    """Each epilogue: store only (beta 0, C NaN-filled), add, fma with beta, and the run-time
+    test of beta against 0; alpha 1 skips the scaling."""
+    alpha, beta = ALPHA_BETA[form]
+    for mnk in [(37, 23, 19), (8, 8, 8)]:
+        case = Case(
+            "gemm",
+            ("n", "t"),
+            ("f64",) * 3,
+            "f64",
+            ("packed",) * 3,
+            alpha=alpha,
+            beta=beta,
+            static_shape=mnk,
+        )
+        run_case(case, target, rng, [mnk])
+
+
+MIXED = [("f16", "f16", "f32"), ("f32", "f32", "f64"), ("f64", "f32", "f32"), ("f16", "f64", "f64")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("types", MIXED, ids="-".join)
+def test_mixed_precision_inputs(types: tuple[str, str, str], target: str, rng) -> None:
+    """Inputs of another float type are converted to C's type before the FMAs."""
+    for mnk in [(29, 11, 47), (16, 3, 1)]:
+        case = Case("gemm", ("t", "n"), types, types[2], ("packed",) * 3, static_shape=mnk)
+        assert is_lowered_to_tiles(case.text(), target)
+        run_case(case, target, rng, [mnk])
+
+
+def test_empty_extents(target: str = "host") -> None:
+    """M, N or K of 0: nothing to do, or C := beta * C (alpha * 0 with beta 0: zeros, the NaN
+    in C never read)."""
+    text = Case("gemm", ("n", "n"), ("f32",) * 3, "f32", ("dynamic",) * 3).text()
+    for m, n, k in [(0, 5, 3), (4, 0, 3), (5, 6, 0), (0, 0, 0)]:
+        for beta in (0.0, 2.0):
+            a = np.ones((m, k), np.float32, order="F")
+            b = np.ones((k, n), np.float32, order="F")
+            c = np.full((m, n), 3.0, np.float32, order="F")
+            if beta == 0:
+                fill_garbage(c)
+            check(text, [a, b, c, np.float32(1.5), np.float32(beta)], target=target)
+            assert (c == (0.0 if beta == 0 else 6.0)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0, None], ids=["b0", "b1", "bX", "runtime"])
+def test_atomic_gemm_single_thread(beta: float | None, target: str, rng) -> None:
+    """.atomic with a literal beta (the atomic epilogue of the nanokernel) and a run-time beta
+    (the plain loop nest) compute the same as without it when one group runs."""
+    for mnk in [(19, 13, 7), (1, 1, 1)]:
+        case = Case(
+            "gemm",
+            ("n", "n"),
+            ("f32",) * 3,
+            "f32",
+            ("packed",) * 3,
+            atomic=True,
+            alpha=1.5,
+            beta=beta,
+            static_shape=mnk,
+        )
+        run_case(case, target, rng, [mnk])
+
+
+# -- batch-reduce ---------------------------------------------------------------------------
+
+BATCH_TEXT = """func @k(%alpha: f32, %a: group<memref<f32x{m}x{k}>>, %b: memref<f32x{k}x{n}x?>,
+                   %c: memref<f32x{m}x{n}x?>, %start: index, %stop: index) {{
+    %g = group_id
+    %cg = subview %c[:, :, %g] : memref<f32x{m}x{n}x?>
+    for %j = %start, %stop {{
+        %aj = load %a[%j] : group<memref<f32x{m}x{k}>>
+        %bj = subview %b[:, :, %j] : memref<f32x{k}x{n}x?>
+        gemm.{ta}.n %alpha, %aj, %bj, 1.0, %cg
+            : f32, memref<f32x{m}x{k}>, memref<f32x{k}x{n}>, f32, memref<f32x{m}x{n}>
+    }}
+}}"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mnk", [(16, 8, 4), (13, 7, 5), (70, 3, 17)], ids=str)
+def test_batch_reduce_loop(mnk: tuple[int, int, int], target: str, rng) -> None:
+    """A loop of beta-1 gemms into one C (loads from a group and subviews in the body) is a
+    tile.batch_gemm; C := C + alpha * sum_j A_j B_j for trip counts 0, 1 and many."""
+    m, n, k = mnk
+    text = BATCH_TEXT.format(m=m, n=n, k=k, ta="n")
+    assert "tile.batch_gemm" in print_program(compiled(text, target).lowered)
+    batches, groups = 6, 3
+    for start, stop in [(0, 6), (2, 3), (4, 4), (5, 1)]:
+        a = random_array(rng, (m, k, batches), "f32")
+        b = random_array(rng, (k, n, batches), "f32")
+        c = random_array(rng, (m, n, groups), "f32")
+        c0 = c.copy()
+        check(
+            text,
+            [np.float32(0.5), a, b, c, start, stop],
+            group_size=groups,
+            target=target,
+            depth=k * batches,
+        )
+        want = c0.astype(np.float64)
+        for j in range(start, stop):
+            want += 0.5 * (a[..., j].astype(np.float64) @ b[..., j])[..., None]
+        assert_match(c, want.astype(np.float32), k * batches)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loops_that_are_not_batch_reduce(target: str, rng) -> None:
+    """A loop whose gemm has beta != 1, or whose body also stores, keeps per-iteration
+    semantics (C is read again each iteration)."""
+    text = """func @k(%a: memref<f64x9x4>, %b: memref<f64x4x5>, %c: memref<f64x9x5>,
+                      %log: memref<f64x3>) {
+        for %j = 0, 3 {
+            gemm.n.n 1.0, %a, %b, 0.5, %c
+                : f64, memref<f64x9x4>, memref<f64x4x5>, f64, memref<f64x9x5>
+        }
+        for %j = 0, 3 {
+            gemm.n.n 1.0, %a, %b, 1.0, %c
+                : f64, memref<f64x9x4>, memref<f64x4x5>, f64, memref<f64x9x5>
+            %x = load %c[0, 0] : memref<f64x9x5>
+            store %x, %log[%j] : memref<f64x3>
+        }
+    }"""
+    a, b = random_array(rng, (9, 4), "f64"), random_array(rng, (4, 5), "f64")
+    c, log = random_array(rng, (9, 5), "f64"), np.zeros(3)
+    c0 = c.copy()
+    check(text, [a, b, c, log], target=target, depth=16)
+    want = c0
+    for _ in range(3):
+        want = a @ b + 0.5 * want
+    logs = []
+    for _ in range(3):
+        want = a @ b + want
+        logs.append(want[0, 0])
+    np.testing.assert_allclose(c, want, rtol=1e-12)
+    np.testing.assert_allclose(log, logs, rtol=1e-12)
+
+
+# -- what the nanokernels are made of -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "register"), [("host", "zmm"), ("avx2", "ymm"), ("generic", "xmm")]
+)
+def test_assembly_uses_the_targets_vectors(target: str, register: str) -> None:
+    """The host and avx2 kernels multiply-add with FMA on their widest registers; the generic
+    target has no FMA and uses SSE multiply and add."""
+    text = Case(
+        "gemm",
+        ("n", "n"),
+        ("f32",) * 3,
+        "f32",
+        ("packed",) * 3,
+        alpha=1.0,
+        beta=1.0,
+        static_shape=(64, 16, 64),
+    ).text()
+    asm = compiled(text, target).assembly()
+    if target == "generic":
+        assert "vfmadd" not in asm and "mulps" in asm and "addps" in asm
+    else:
+        assert any(
+            f"vfmadd231ps\t%{register}" in line or (f"%{register}" in line and "vfmadd" in line)
+            for line in asm.splitlines()
+        )
+
+
+BATCH_STEP_SCRIPT = """
+import numpy as np, nanotc
+text = '''func @k(%a: memref<f32x8x4>, %b: memref<f32x4x8>, %c: memref<f32x8x8>, %step: index) {
+    for %j = 0, 3, %step {
+        gemm.n.n 1.0, %a, %b, 1.0, %c
+            : f32, memref<f32x8x4>, memref<f32x4x8>, f32, memref<f32x8x8>
+    }
+}'''
+kernel = nanotc.compile(text)["k"]
+a, b = np.ones((8, 4), np.float32, order="F"), np.ones((4, 8), np.float32, order="F")
+for step, want in [(2, 8.0), (0, 0.0), (-1, 0.0)]:
+    c = np.zeros((8, 8), np.float32, order="F")
+    kernel(a, b, c, step, group_size=1)
+    assert c[0, 0] == want, (step, c[0, 0])
+print("ok")
+"""
+
+
+def test_batch_reduce_loop_with_non_positive_runtime_step_runs_no_iteration() -> None:
+    """`for %j = 0, 3, %step` around a beta-1 gemm is lowered to tile.batch_gemm, whose batch
+    loop (carried_loop in codegen/llvm/nanokernel.py) lacks the `for` semantics of a run-time
+    step <= 0 (no iteration, as control.py and the reference do): it spins forever. Run in a
+    child process with a time limit."""
+    import subprocess
+    import sys
+
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", BATCH_STEP_SCRIPT], capture_output=True, text=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the batch-reduce loop with step 0 did not terminate")
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loops_like_batch_reduce_with_varying_alpha_or_c(target: str, rng) -> None:
+    """A beta-1 gemm loop whose alpha is computed from the loop variable, or whose C is a
+    different subview each iteration, is no batch reduction: every iteration counts."""
+    text = """func @k(%a: memref<f64x9x4x?>, %b: memref<f64x4x5>, %c: memref<f64x9x5>,
+                      %d: memref<f64x9x5x?>) {
+        %n = size %a[2] : memref<f64x9x4x?>
+        for %j = 0, %n {
+            %aj = subview %a[:, :, %j] : memref<f64x9x4x?>
+            %s = cast %j : index -> f64
+            %alpha = arith.add %s, 0.5 : f64
+            gemm.n.n %alpha, %aj, %b, 1.0, %c
+                : f64, memref<f64x9x4>, memref<f64x4x5>, f64, memref<f64x9x5>
+        }
+        for %j = 0, %n {
+            %aj = subview %a[:, :, %j] : memref<f64x9x4x?>
+            %dj = subview %d[:, :, %j] : memref<f64x9x5x?>
+            gemm.n.n 2.0, %aj, %b, 1.0, %dj
+                : f64, memref<f64x9x4>, memref<f64x4x5>, f64, memref<f64x9x5>
+        }
+    }"""
+    a, b = random_array(rng, (9, 4, 3), "f64"), random_array(rng, (4, 5), "f64")
+    c, d = random_array(rng, (9, 5), "f64"), random_array(rng, (9, 5, 3), "f64")
+    c0, d0 = c.copy(), d.copy()
+    check(text, [a, b, c, d], target=target, depth=16)
+    want_c = c0 + sum((j + 0.5) * (a[..., j] @ b) for j in range(3))
+    np.testing.assert_allclose(c, want_c, rtol=1e-12, atol=1e-12)
+    for j in range(3):
+        np.testing.assert_allclose(d[..., j], d0[..., j] + 2 * (a[..., j] @ b), rtol=1e-12)

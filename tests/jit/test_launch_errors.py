@@ -1,0 +1,243 @@
+"""Every bad launch argument is a Python exception naming the argument, what was expected and
+what was given, raised before any native code runs (the output the kernel would write first
+stays untouched); the reference evaluator raises the same errors (it shares the binder)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+from nanotc.runtime.arguments import ArgumentError, Group
+
+from .helpers import compiled, run_reference
+
+KERNEL = """func @k(%out: memref<f32x4>, %a: memref<f32x4x3>, %d: memref<f64x?x?,strided<1,?>>,
+                   %g: group<memref<i32x2x2>>, %h: group<memref<f32x3>, offset: ?>,
+                   %s: group<memref<f32x3>, offset: 2>, %x: f32, %n: i8, %flag: i1,
+                   %i: index) {
+    %one = cast 1.0 : f32 -> f32
+    foreach %j = 0, 4 {
+        store %one, %out[%j] : memref<f32x4>
+    }
+    %gid = group_id
+    %m = load %g[%gid] : group<memref<i32x2x2>>
+    %z = cast 0 : index -> index
+    %hm = load %h[%z] : group<memref<f32x3>, offset: ?>
+    %sm = load %s[%gid] : group<memref<f32x3>, offset: 2>
+}"""
+
+GROUPS = 3
+
+
+def good() -> dict[str, Any]:
+    return {
+        "out": np.zeros(4, np.float32),
+        "a": np.zeros((4, 3), np.float32, order="F"),
+        "d": np.zeros((5, 6), order="F"),
+        "g": [np.zeros((2, 2), np.int32, order="F") for _ in range(GROUPS)],
+        "h": Group([np.zeros(3, np.float32)], offset=0),
+        "s": [np.zeros(6, np.float32)[:3] for _ in range(GROUPS)],
+        "x": 1.5,
+        "n": -7,
+        "flag": True,
+        "i": 12,
+    }
+
+
+def launch(args: dict[str, Any], runner: str = "native", **options: Any) -> None:
+    values = list(args.values())
+    kwargs = {"group_size": GROUPS} | options
+    if runner == "native":
+        compiled(KERNEL)["k"](*values, **kwargs)
+    else:
+        run_reference(KERNEL, values, kwargs["group_size"])
+
+
+def test_the_good_arguments_launch() -> None:
+    args = good()
+    launch(args)
+    assert (args["out"] == 1).all()
+
+
+def bad_float32_strides() -> np.ndarray:
+    memory = np.zeros(32, np.uint8)
+    return as_strided(memory.view(np.float32), shape=(4, 3), strides=(6, 24))  # 6 bytes
+
+
+def c_ordered() -> np.ndarray:
+    return np.zeros((4, 3), np.float32)
+
+
+def member_list(n: int, **replace: Any) -> list[np.ndarray]:
+    members = [np.zeros((2, 2), np.int32, order="F") for _ in range(n)]
+    for index, value in replace.items():
+        members[int(index[1:])] = value
+    return members
+
+
+# (argument, bad value, pattern of the expected part, pattern of the actual part)
+CASES = {
+    "wrong dtype": ("a", np.zeros((4, 3), order="F"), r"float32 array", r"float64 array"),
+    "wrong ndim": ("a", np.zeros(12, np.float32), r"array with 2 dimensions", r"shape \(12,\)"),
+    "not an array": ("a", [[0.0] * 3] * 4, r"a numpy array for memref<f32x4x3>", r"list"),
+    "static size": (
+        "a",
+        np.zeros((4, 5), np.float32, order="F"),
+        r"size 3 in mode 1",
+        r"shape \(4, 5\)",
+    ),
+    "static stride": ("a", c_ordered(), r"element stride 1 in mode 0", r"element strides \(3, 1\)"),
+    "static stride of a view": (
+        "a",
+        np.zeros((8, 3), np.float32, order="F")[::2],
+        r"element stride 1 in mode 0",
+        r"element strides \(2, 8\)",
+    ),
+    "dynamic type, static stride": (
+        "d",
+        np.zeros((5, 6)),
+        r"element stride 1 in mode 0",
+        r"element strides \(6, 1\)",
+    ),
+    "non-multiple strides": (
+        "a",
+        bad_float32_strides(),
+        r"multiples of the element size",
+        r"float32 array of shape \(4, 3\)",
+    ),
+    "too few group members": ("g", member_list(2), r"at least 3 group members", r"^2$"),
+    "bad group member": (
+        "g[1]",
+        member_list(3, m1=np.zeros((2, 2), np.int64, order="F")),
+        r"int32 array",
+        r"int64 array",
+    ),
+    "group member size": (
+        "g[2]",
+        member_list(3, m2=np.zeros((2, 3), np.int32, order="F")),
+        r"size 2 in mode 1",
+        r"shape \(2, 3\)",
+    ),
+    "batched group ndim": (
+        "g",
+        np.zeros((2, 2), np.int32, order="F"),
+        r"array with 3 dimensions \(last one indexes the group\)",
+        r"shape \(2, 2\)",
+    ),
+    "batched group layout": (
+        "g[0]",
+        np.zeros((2, 2, GROUPS), np.int32),
+        r"element stride",
+        r"int32 array",
+    ),
+    "group not a sequence": ("g", 5, r"a sequence of arrays or one batched array", r"int 5"),
+    "negative offset": (
+        "h",
+        Group([np.zeros(3, np.float32)], offset=-1),
+        r"a non-negative group offset",
+        r"-1",
+    ),
+    "offset past the memory": (
+        "h[0]",
+        Group([np.zeros(3, np.float32)], offset=1),
+        r"memory for the member 1 elements after",
+        r"shape \(3,\)",
+    ),
+    "static offset mismatch": (
+        "s",
+        Group([np.zeros(6, np.float32)[:3]] * GROUPS, offset=1),
+        r"offset 2",
+        r"offset 1",
+    ),
+    "static offset past the memory": (
+        "s[0]",
+        [np.zeros(4, np.float32)[:3]] * GROUPS,
+        r"memory for the member 2 elements after",
+        r"float32",
+    ),
+    "float for f32 given a string": ("x", "1.5", r"a real number \(f32\)", r"str '1.5'"),
+    "bool for a float": ("x", True, r"a real number \(f32\)", r"bool True"),
+    "array for a scalar": ("x", np.zeros(2), r"a real number", r"float64 array"),
+    "float for an integer": ("n", 1.0, r"an integer \(i8\)", r"float 1.0"),
+    "integer out of range": ("n", 300, r"a i8 in \[-128, 127\]", r"300"),
+    "negative out of range": ("n", -129, r"a i8 in \[-128, 127\]", r"-129"),
+    "numpy float for an integer": ("i", np.float64(3), r"an integer \(index\)", r"float64"),
+    "i1 out of range": ("flag", 2, r"a i1 in \[0, 1\]", r"2"),
+    "None for index": ("i", None, r"an integer \(index\)", r"NoneType None"),
+}
+
+
+@pytest.mark.parametrize("runner", ["native", "reference"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_argument(case: str, runner: str) -> None:
+    name, value, expected, actual = CASES[case]
+    args = good()
+    args[name.split("[")[0]] = value
+    with pytest.raises(ArgumentError) as info:
+        launch(args, runner)
+    error = info.value
+    assert error.name == name
+    assert re.search(expected, error.expected), error.expected
+    assert re.search(actual, error.actual), error.actual
+    message = str(error)
+    assert message.startswith(f"argument %{name}: expected ") and error.actual in message
+    assert isinstance(error, ValueError)
+    assert not args["out"].any(), "native code ran before the error"
+
+
+@pytest.mark.parametrize("runner", ["native", "reference"])
+def test_wrong_number_of_arguments_names_the_parameters(runner: str) -> None:
+    values = list(good().values())
+    for wrong in (values[:-1], [*values, 1]):
+        with pytest.raises(TypeError, match=r"@k takes 10 arguments \(%out, %a, .*%i\), \d+ given"):
+            if runner == "native":
+                compiled(KERNEL)["k"](*wrong, group_size=GROUPS)
+            else:
+                run_reference(KERNEL, wrong, GROUPS)
+
+
+@pytest.mark.parametrize(
+    "group_size", [-1, 1.5, "3", None, 2.0], ids=["negative", "float", "str", "None", "float2"]
+)
+def test_bad_group_size(group_size: Any) -> None:
+    args = good()
+    with pytest.raises(ValueError, match=r"group_size must be a non-negative integer, got "):
+        launch(args, group_size=group_size)
+    assert not args["out"].any()
+
+
+@pytest.mark.parametrize("threads", [0, -2, 1.0, "2"], ids=["zero", "negative", "float", "str"])
+def test_bad_num_threads(threads: Any) -> None:
+    args = good()
+    with pytest.raises(ValueError, match=r"num_threads must be a positive integer, got "):
+        launch(args, num_threads=threads)
+    assert not args["out"].any()
+
+
+@pytest.mark.parametrize("option", ["group_size", "num_threads"])
+def test_bool_is_not_a_count(option: str) -> None:
+    """True is an int in Python, but never a group size or thread count (the reference
+    evaluator rejects it as a group size too)."""
+    args = good()
+    with pytest.raises(ValueError, match=f"{option} must be"):
+        launch(args, **{option: True})
+    assert not args["out"].any()
+
+
+def test_numpy_integers_are_counts() -> None:
+    args = good()
+    launch(args, group_size=np.int64(GROUPS), num_threads=np.int32(2))
+    assert (args["out"] == 1).all()
+
+
+def test_error_in_the_last_group_member_stops_the_whole_launch() -> None:
+    """Group members are all checked before any work-group runs."""
+    args = good()
+    args["g"] = member_list(3, m2=np.zeros((2, 2), np.float32, order="F"))
+    with pytest.raises(ArgumentError, match=r"%g\[2\]"):
+        launch(args, num_threads=2)
+    assert not args["out"].any()
