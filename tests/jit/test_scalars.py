@@ -17,7 +17,6 @@ from .helpers import (
     DTYPES,
     TARGETS,
     assert_same_bits,
-    compiled,
     literal,
     run_both,
     run_native,
@@ -335,22 +334,6 @@ def test_f16_literal_beyond_half_range_rounds_to_infinity() -> None:
     out = np.zeros((), np.float16)
     run_native(text, [np.float16(1), out])
     assert out[()] == np.inf
-
-
-@pytest.mark.xfail(
-    strict=True, raises=NotImplementedError, reason="the LLVM backend has no bf16 register type"
-)
-def test_bf16_arith_compiles() -> None:
-    """bf16 is a listed extension (SPEC-NOTES), but `register_type` of the LLVM backend knows
-    no bf16, so any kernel touching bf16 values fails to compile."""
-    text = """func @k(%a: memref<bf16x4>, %b: memref<f32x4>) {
-        foreach %i = 0, 4 {
-            %x = load %a[%i] : memref<bf16x4>
-            %y = cast %x : bf16 -> f32
-            store %y, %b[%i] : memref<f32x4>
-        }
-    }"""
-    compiled(text)
 
 
 # -- scalar launch arguments ----------------------------------------------------------------

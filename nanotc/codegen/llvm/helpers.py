@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from nanotc.codegen.llvm import float16
 from nanotc.codegen.llvm.types import I8, I64, Dim, MemrefValue, const, memory_type, register_type
 from nanotc.ir.types import ScalarType
 
@@ -73,12 +74,25 @@ def memref_element(b: ir.IRBuilder, m: MemrefValue, indices: Sequence[Dim]) -> i
 
 
 def load_scalar(b: ir.IRBuilder, ptr: ir.Value, t: ScalarType) -> ir.Value:
-    value = b.load(ptr, typ=memory_type(t))
-    return b.icmp_unsigned("!=", value, const(0, I8)) if t is ScalarType.I1 else value
+    return from_memory(b, b.load(ptr, typ=memory_type(t)), t)
 
 
 def store_scalar(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, t: ScalarType) -> None:
-    b.store(b.zext(value, I8) if t is ScalarType.I1 else value, ptr)
+    b.store(to_memory(b, value, t), ptr)
+
+
+def from_memory(b: ir.IRBuilder, raw: ir.Value, t: ScalarType) -> ir.Value:
+    """A value as stored to its register form (i1 from a byte, 16-bit floats to f32)."""
+    if t is ScalarType.I1:
+        return b.icmp_unsigned("!=", raw, ir.Constant(raw.type, 0))
+    return float16.widen(b, raw, t) if t in float16.SIXTEEN_BIT else raw
+
+
+def to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
+    """A register value to its stored form (rounding 16-bit floats to nearest even)."""
+    if t is ScalarType.I1:
+        return b.zext(value, I8)
+    return float16.narrow(b, value, t) if t in float16.SIXTEEN_BIT else value
 
 
 @contextmanager
@@ -154,7 +168,16 @@ def _no_unroll(module: ir.Module) -> ir.MDValue:
 
 def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
     """Scalar conversion with the language's semantics (docs/language.md, casts)."""
-    if src == dst or (register_type(src) == register_type(dst) and src.is_int == dst.is_int):
+    if src == dst:
+        return value
+    if dst in float16.SIXTEEN_BIT:
+        if src is ScalarType.F64:
+            return float16.from_f64(b, value, dst)
+        as_f32 = convert(b, value, src, ScalarType.F32)
+        return float16.round_to(b, as_f32, dst)  # exact when src is the other 16-bit type
+    if src in float16.SIXTEEN_BIT:
+        return convert(b, value, ScalarType.F32, dst)  # held as f32, exactly
+    if register_type(src) == register_type(dst) and src.is_int == dst.is_int:
         return value
     to = register_type(dst)
     if src.is_int and dst.is_int:

@@ -21,10 +21,9 @@ from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emit
     scalar,
 )
 from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState
-from nanotc.codegen.llvm.helpers import for_range, intrinsic
+from nanotc.codegen.llvm.helpers import for_range, from_memory, intrinsic
 from nanotc.codegen.llvm.memory import STACK_ALLOCA_LIMIT
 from nanotc.codegen.llvm.types import (
-    I8,
     I32,
     I64,
     PTR,
@@ -33,6 +32,7 @@ from nanotc.codegen.llvm.types import (
     MemrefValue,
     abi_type,
     const,
+    memory_type,
 )
 from nanotc.ir.core import Function, Program, walk
 from nanotc.ir.instructions import Alloca
@@ -138,9 +138,8 @@ def _parameter_values(
         t = param.type
         if isinstance(t, ScalarType):
             ((_, value),) = parts
-            values.append(
-                b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if t is ScalarType.I1 else value
-            )
+            raw = b.bitcast(value, memory_type(t)) if value.type != memory_type(t) else value
+            values.append(from_memory(b, raw, t))
         elif isinstance(t, MemRefType):
             values.append(_memref_value(t, parts))
         else:

@@ -134,7 +134,7 @@ class NanokernelEmitter:
                 k_stride: Dim, k: Dim, v: int) -> ir.Value:  # fmt: skip
         b, p = self.b, self.p
         element = a.type.element
-        t = vec.vector_type(register_type(element), p.lanes)
+        t = vec.memory_vector(element, p.lanes)
         offset = mul(b, k, k_stride)
         if pointers is None:
             ptr = element_ptr(b, base, element, add(b, offset, v * p.lanes))
@@ -142,7 +142,7 @@ class NanokernelEmitter:
         else:
             moved = b.gep(pointers[v], [as_value(b, offset)], source_etype=memory_type(element))
             loaded = vec.gather(b, t, moved, self.masks[v], element.size)
-        return vec.convert(b, loaded, self.type)
+        return vec.to_register(b, loaded, element, self.type)
 
     # -- the epilogue --------------------------------------------------------------------------
     def epilogue(self, acc: Accumulators, c: MemrefValue) -> None:

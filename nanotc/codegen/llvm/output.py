@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from nanotc.codegen.llvm.emitter import FunctionEmitter
-from nanotc.codegen.llvm.helpers import convert, load_scalar
+from nanotc.codegen.llvm.helpers import convert, from_memory, load_scalar, to_memory
 from nanotc.codegen.llvm.scalar import binary
 from nanotc.codegen.llvm.types import MemrefValue, memory_type
 from nanotc.ir.instructions import BinaryOp, BlasInstruction
@@ -89,7 +89,7 @@ def update_output(
 def write_output(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, x: ir.Value) -> None:
     ax = binary(b, BinaryOp.MUL, u.compute, u.alpha, x)
     if u.beta is None:
-        value = _to_memory(b, convert(b, ax, u.compute, u.element), u.element)
+        value = to_memory(b, convert(b, ax, u.compute, u.element), u.element)
         if u.atomic:  # an atomic store (llvmlite's store_atomic needs typed pointers)
             b.atomic_rmw("xchg", ptr, value, "monotonic")
         else:
@@ -97,7 +97,7 @@ def write_output(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, x: ir.Value) -
     elif not u.atomic:
         old = convert(b, load_scalar(b, ptr, u.element), u.element, u.compute)
         new = binary(b, BinaryOp.ADD, u.compute, ax, _scaled(b, u, old))
-        b.store(_to_memory(b, convert(b, new, u.compute, u.element), u.element), ptr)
+        b.store(to_memory(b, convert(b, new, u.compute, u.element), u.element), ptr)
     elif u.beta_is_one and u.element == u.compute and u.element.bits >= 32:
         b.atomic_rmw("fadd" if u.compute.is_float else "add", ptr, ax, "monotonic")
     else:
@@ -107,10 +107,6 @@ def write_output(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, x: ir.Value) -
 def _scaled(b: ir.IRBuilder, u: OutputUpdate, old: ir.Value) -> ir.Value:
     assert u.beta is not None
     return old if u.beta_is_one else binary(b, BinaryOp.MUL, u.compute, u.beta, old)
-
-
-def _to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
-    return b.zext(value, memory_type(t)) if t is ScalarType.I1 else value
 
 
 def _compare_exchange_update(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, ax: ir.Value) -> None:
@@ -126,14 +122,9 @@ def _compare_exchange_update(b: ir.IRBuilder, u: OutputUpdate, ptr: ir.Value, ax
     seen = b.phi(bits)
     seen.add_incoming(first, entry)
     old_mem = seen if mem == bits else b.bitcast(seen, mem)
-    old_reg = (
-        b.icmp_unsigned("!=", old_mem, ir.Constant(mem, 0))
-        if u.element is ScalarType.I1
-        else old_mem
-    )
-    old = convert(b, old_reg, u.element, u.compute)
+    old = convert(b, from_memory(b, old_mem, u.element), u.element, u.compute)
     new = binary(b, BinaryOp.ADD, u.compute, ax, _scaled(b, u, old))
-    new_mem = _to_memory(b, convert(b, new, u.compute, u.element), u.element)
+    new_mem = to_memory(b, convert(b, new, u.compute, u.element), u.element)
     new_bits = new_mem if mem == bits else b.bitcast(new_mem, bits)
     pair = b.cmpxchg(ptr, seen, new_bits, "monotonic", "monotonic")
     seen.add_incoming(b.extract_value(pair, 0), b.block)

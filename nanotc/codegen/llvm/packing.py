@@ -108,12 +108,12 @@ class _PackedBlock:
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
         for v in range(0, self.panel, lanes):
             width = min(lanes, self.panel - v)
-            t_in = vec.vector_type(register_type(self.src_t), width)
             t_out = vec.vector_type(register_type(self.dst_t), width)
             mask = vec.dynamic_mask(b, width, v, valid)
-            loaded = vec.load(b, t_in, element_ptr(b, src, self.src_t, v), mask, self.src_t.size)
+            ptr = element_ptr(b, src, self.src_t, v)
+            loaded = vec.load(b, vec.memory_vector(self.src_t, width), ptr, mask, self.src_t.size)
             out = element_ptr(b, dst, self.dst_t, v)
-            b.store(vec.convert(b, loaded, t_out), out, align=self.dst_t.size)
+            b.store(vec.to_register(b, loaded, self.src_t, t_out), out, align=self.dst_t.size)
 
     def copy_elements(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
         """Rows below `valid` copied one by one, the rest of the panel column zeroed."""

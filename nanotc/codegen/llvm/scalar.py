@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from nanotc.codegen.llvm import float16
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import convert
 from nanotc.ir.instructions import (
@@ -53,7 +54,8 @@ _CMP = {
 
 def binary(b: ir.IRBuilder, op: BinaryOp, t: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
     if t.is_float:
-        return getattr(b, _FLOAT_OPS[op])(x, y)
+        result = getattr(b, _FLOAT_OPS[op])(x, y)
+        return float16.round_to(b, result, t) if t in float16.SIXTEEN_BIT else result
     if op in _INT_OPS:
         return getattr(b, _INT_OPS[op])(x, y)
     if op in (BinaryOp.SHL, BinaryOp.SHR):

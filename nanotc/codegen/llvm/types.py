@@ -1,6 +1,7 @@
 """LLVM types of nanotc values, and how memrefs and groups are carried in generated code.
 
-In registers, i1 is `i1`; in memory it occupies a byte (as numpy's bool does). A memref is its
+In registers, i1 is `i1`; in memory it occupies a byte (as numpy's bool does). f16 and bf16
+are f32 in registers and 16 bits in memory (`nanotc.codegen.llvm.float16`). A memref is its
 data pointer plus its sizes and strides, each a Python int when the type knows it (so address
 arithmetic on it folds while generating) or an i64 SSA value when it is dynamic.
 """
@@ -30,26 +31,27 @@ _REGISTER = {
     ScalarType.I32: I32,
     ScalarType.I64: I64,
     ScalarType.INDEX: I64,
-    ScalarType.F16: F16,
+    ScalarType.F16: F32,  # 16-bit floats compute in f32 (nanotc.codegen.llvm.float16)
+    ScalarType.BF16: F32,
     ScalarType.F32: F32,
     ScalarType.F64: F64,
 }
+_MEMORY = {ScalarType.I1: I8, ScalarType.F16: F16, ScalarType.BF16: I16}
 
 
 def register_type(t: ScalarType) -> ir.Type:
-    try:
-        return _REGISTER[t]
-    except KeyError:
-        raise NotImplementedError(f"scalar type {t} is not supported by the LLVM backend") from None
+    return _REGISTER[t]
 
 
 def memory_type(t: ScalarType) -> ir.Type:
-    return I8 if t is ScalarType.I1 else register_type(t)
+    """How a value is stored: i1 as a byte, f16 as half, bf16 as its 16 bits."""
+    return _MEMORY.get(t) or _REGISTER[t]
 
 
 def abi_type(t: ScalarType) -> ir.Type:
-    """Type of a scalar argument at the native interface (C-friendly: bool as a byte)."""
-    return memory_type(t)
+    """Type of a scalar argument at the native interface (C-friendly: bool as a byte, f16 and
+    bf16 as their 16-bit patterns)."""
+    return I16 if t in (ScalarType.F16, ScalarType.BF16) else memory_type(t)
 
 
 Dim = int | ir.Value

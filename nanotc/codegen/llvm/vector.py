@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from nanotc.codegen.llvm import float16
 from nanotc.codegen.llvm.helpers import as_value, intrinsic, mul
-from nanotc.codegen.llvm.types import I1, I32, I64, PTR, Dim
+from nanotc.codegen.llvm.types import I1, I32, I64, PTR, Dim, memory_type
+from nanotc.ir.types import ScalarType
 
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "i16": "i16", "i32": "i32", "i64": "i64"}
 
@@ -114,6 +116,19 @@ def convert(b: ir.IRBuilder, value: ir.Value, to: ir.VectorType) -> ir.Value:
     if src_bits == dst_bits:
         return value
     return b.fpext(value, to) if src_bits < dst_bits else b.fptrunc(value, to)
+
+
+def memory_vector(element: ScalarType, lanes: int) -> ir.VectorType:
+    """Vector type of `lanes` elements as they are stored (half, i16 bits for bf16, ...)."""
+    return vector_type(memory_type(element), lanes)
+
+
+def to_register(b: ir.IRBuilder, raw: ir.Value, element: ScalarType, to: ir.VectorType) -> ir.Value:
+    """A vector loaded in its memory form to the float vector type `to` (exact widening of
+    16-bit floats, then extension or rounding between f32 and f64)."""
+    if element in float16.SIXTEEN_BIT:
+        raw = float16.widen(b, raw, element)
+    return convert(b, raw, to)
 
 
 def _bits(t: ir.Type) -> int:

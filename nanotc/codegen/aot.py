@@ -1,0 +1,255 @@
+"""Ahead-of-time use from C: the header declaring a program's kernels, and shared libraries.
+
+`c_header(program)` declares, for every kernel, the two entry points of the calling
+convention (`nanotc.codegen.abi`, docs/calling-convention.md) and three helpers:
+
+    typedef struct NAME_args { ... } NAME_args;           one field per native argument
+    static inline int32_t NAME_run(const NAME_args *, int64_t begin, int64_t end, int64_t size);
+    static inline int32_t NAME_launch(const NAME_args *, int64_t group_size, int64_t chunk);
+
+`NAME_run` runs one range of work-groups (give each thread of your own pool a range);
+`NAME_launch` runs all of them, `chunk` at a time, in parallel when the including file is
+compiled with OpenMP (`-fopenmp`), else in order on the calling thread. C types follow the
+native types of `codegen.llvm.types.abi_type`: `i1` is `uint8_t`, f16 and bf16 scalars and data
+are `uint16_t` bit patterns (a `half` at the interface would be `_Float16`).
+
+`link_shared(object, path)` turns the position-independent object into a shared library with
+the system C compiler (`$CC`, else `cc` or `gcc`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from llvmlite import ir
+
+from nanotc.codegen import abi
+from nanotc.codegen.llvm.types import abi_type
+from nanotc.ir.core import Function, Program
+from nanotc.ir.types import GroupType, MemRefType, ScalarType
+
+
+class AotError(ValueError):
+    """A program that cannot be declared in C, or a shared library that cannot be linked."""
+
+
+_MEMORY_C_TYPES = {
+    ScalarType.I1: "uint8_t",
+    ScalarType.I8: "int8_t",
+    ScalarType.I16: "int16_t",
+    ScalarType.I32: "int32_t",
+    ScalarType.I64: "int64_t",
+    ScalarType.INDEX: "int64_t",
+    ScalarType.F16: "uint16_t",
+    ScalarType.BF16: "uint16_t",
+    ScalarType.F32: "float",
+    ScalarType.F64: "double",
+}
+
+_RESERVED_C_NAMES = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto "
+    "if inline int long register restrict return short signed sizeof static struct switch "
+    "typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false "
+    "alignas alignof nullptr static_assert thread_local typeof main".split()
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_LAUNCH_NAMES = frozenset({*abi.LAUNCH_ARGS, "args", "slots", "chunk", "status"})
+
+
+def scalar_c_type(t: ScalarType) -> str:
+    """The C type of a scalar argument, from the native type the kernel is emitted with."""
+    try:
+        native = abi_type(t)
+    except (NotImplementedError, KeyError):
+        raise AotError(f"scalar parameters of type {t} have no C declaration yet") from None
+    if isinstance(native, ir.HalfType):
+        return "_Float16"
+    if isinstance(native, ir.FloatType):
+        return "float"
+    if isinstance(native, ir.DoubleType):
+        return "double"
+    assert isinstance(native, ir.IntType), native
+    return _MEMORY_C_TYPES[t]
+
+
+def c_name(kernel: str) -> str:
+    """`kernel` if it can be a C function name (the object's symbol is the kernel's name)."""
+    if not _IDENTIFIER.match(kernel) or kernel in _RESERVED_C_NAMES:
+        raise AotError(
+            f"kernel @{kernel} cannot be declared in C: its name is not a C identifier "
+            "(rename the function)"
+        )
+    return kernel
+
+
+def c_header(program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = "") -> str:
+    """The C header of a program's kernels (see the module docstring)."""
+    lines = [f"/* {line} */" if line else "" for line in banner.splitlines()]
+    lines += [
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+    ]
+    for func in program.functions:
+        lines += ["", *_kernel_declarations(func)]
+    lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
+    return "\n".join(lines)
+
+
+def _kernel_declarations(func: Function) -> list[str]:
+    name = c_name(func.name)
+    fields = _fields(func)
+    launch = ["int64_t group_begin", "int64_t group_end", "int64_t group_size"]
+    params = [_declare(ctype, field) for ctype, field, _ in fields]
+    signature = ", ".join(f"%{p.name or i}: {p.type}" for i, p in enumerate(func.arguments))
+    struct = [f"    {_declare(ctype, field)}; /* {meaning} */" for ctype, field, meaning in fields]
+    call = [*(f"args->{field}" for _, field, _ in fields), "group_begin", "group_end", "group_size"]
+    return [
+        f"/* func @{func.name}({signature}) */",
+        *_wrap(f"int32_t {name}(", [*params, *launch], ");"),
+        *_wrap(f"int32_t {name}__packed(", ["const uint64_t *slots", *launch], ");"),
+        "",
+        f"typedef struct {name}_args {{",
+        *(struct or ["    char unused_; /* no parameters */"]),
+        f"}} {name}_args;",
+        "",
+        "/* Work-groups group_begin .. group_end-1 of a launch of group_size work-groups, on the",
+        " * calling thread. 0, or 1 if scratch memory could not be allocated. */",
+        *_wrap(f"static inline int32_t {name}_run(", [f"const {name}_args *args", *launch], ") {"),
+        *(["    (void)args;"] if not fields else []),
+        *_wrap(f"    return {name}(", call, ");"),
+        "}",
+        "",
+        "/* All work-groups 0 .. group_size-1, `chunk` at a time (chunk <= 0: all at once); the",
+        " * chunks run in parallel when compiled with -fopenmp. 0, or 1 if any chunk failed. */",
+        *_wrap(
+            f"static inline int32_t {name}_launch(",
+            [f"const {name}_args *args", "int64_t group_size", "int64_t chunk"],
+            ") {",
+        ),
+        "    if (chunk <= 0) chunk = group_size > 0 ? group_size : 1;",
+        "    int64_t chunks = (group_size + chunk - 1) / chunk;",
+        "    int32_t status = 0;",
+        "#ifdef _OPENMP",
+        "#pragma omp parallel for schedule(static) reduction(|:status)",
+        "#endif",
+        "    for (int64_t c = 0; c < chunks; ++c) {",
+        "        int64_t end = (c + 1) * chunk < group_size ? (c + 1) * chunk : group_size;",
+        f"        status |= {name}_run(args, c * chunk, end, group_size);",
+        "    }",
+        "    return status;",
+        "}",
+    ]
+
+
+def _declare(ctype: str, name: str) -> str:
+    return f"{ctype}{name}" if ctype.endswith("*") else f"{ctype} {name}"
+
+
+def _wrap(head: str, items: list[str], tail: str, width: int = 100) -> list[str]:
+    """`head` items joined by commas, then `tail`; continuation lines align after `head`."""
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else tail)
+        if current not in (head, " " * len(head)) and len(current) + 1 + len(piece) > width:
+            lines.append(current.rstrip())
+            current = " " * len(head)
+        current += piece if current.endswith(("(", " ")) else " " + piece
+    lines.append(current if items else head + tail)
+    return lines
+
+
+def _fields(func: Function) -> list[tuple[str, str, str]]:
+    """(C type, C name, meaning) of every native argument, in order."""
+    bases = _parameter_names(func)
+    out = []
+    for arg in abi.flatten(func):
+        param = func.arguments[arg.param]
+        base, t = bases[arg.param], param.type
+        label = f"%{param.name or arg.param}"
+        out.append(_field(arg, base, t, label))
+    return out
+
+
+def _field(arg: abi.NativeArg, base: str, t: object, label: str) -> tuple[str, str, str]:
+    slot, mode = arg.slot, arg.mode
+    if slot is abi.Slot.SCALAR:
+        assert arg.scalar is not None
+        return scalar_c_type(arg.scalar), base, label
+    memref = t.memref if isinstance(t, GroupType) else t
+    assert isinstance(memref, MemRefType)
+    element = _MEMORY_C_TYPES[memref.element]
+    table: dict[abi.Slot, tuple[str, str, str]] = {
+        abi.Slot.DATA: (f"{element} *", base, f"{label}: element (0, ..., 0)"),
+        abi.Slot.SHAPE: ("int64_t", f"{base}_size{mode}", f"{label}: size of mode {mode}"),
+        abi.Slot.STRIDE: ("int64_t", f"{base}_stride{mode}", f"{label}: stride of mode {mode}"),
+        abi.Slot.MEMBERS: (f"{element} **", base, f"{label}: data of each member"),
+        abi.Slot.MEMBER_SHAPES: (
+            "const int64_t *",
+            f"{base}_sizes{mode}",
+            f"{label}: size of mode {mode}, per member",
+        ),
+        abi.Slot.MEMBER_STRIDES: (
+            "const int64_t *",
+            f"{base}_strides{mode}",
+            f"{label}: stride of mode {mode}, per member",
+        ),
+        abi.Slot.OFFSET: ("int64_t", f"{base}_offset", f"{label}: offset of every member"),
+    }
+    return table[slot]
+
+
+def _parameter_names(func: Function) -> list[str]:
+    """A C identifier per parameter: its own name when it is one and clashes with nothing."""
+    names: list[str] = []
+    for index, param in enumerate(func.arguments):
+        name = param.name or ""
+        if not _IDENTIFIER.match(name) or name in _RESERVED_C_NAMES or name in _LAUNCH_NAMES:
+            name = f"arg{index}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return names
+
+
+def header_guard(path: str | Path) -> str:
+    stem = re.sub(r"[^A-Za-z0-9]", "_", Path(path).name).upper()
+    return f"NANOTC_{stem}" if stem else "NANOTC_KERNELS_H"
+
+
+# --- shared libraries -----------------------------------------------------------------------
+
+
+def c_compiler() -> str:
+    """The system C compiler: `$CC`, else `cc`, else `gcc`."""
+    for candidate in (os.environ.get("CC"), "cc", "gcc"):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return found
+    raise AotError("no C compiler found to link a shared library (set $CC, or install gcc)")
+
+
+def link_shared(object_code: bytes, output: str | Path) -> None:
+    """Link a position-independent object into a shared library at `output`."""
+    compiler = c_compiler()
+    with tempfile.TemporaryDirectory(prefix="nanotc-link-") as tmp:
+        obj = Path(tmp) / "kernels.o"
+        obj.write_bytes(object_code)
+        command = [compiler, "-shared", "-o", str(output), str(obj), "-lm"]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise AotError(f"could not run {compiler}: {e}") from None
+    if result.returncode != 0:
+        raise AotError(f"linking failed ({' '.join(command)}):\n{result.stderr.strip()}")
