@@ -57,6 +57,7 @@ class GemmNanokernel:
     alpha_is_one: bool
     atomic: bool
     batched: bool
+    dot: bool = False  # bf16 pairs along K through vdpbf16ps (VNNI) instead of FMAs
 
     def active_lanes(self, vector: int) -> int | None:
         """Active lanes of one vector of a tile column (None: decided by a run-time mask,
@@ -75,15 +76,10 @@ class GemmNanokernel:
         if self.batched:
             lines.append("  for each batch element: A, B := region(b)")
         unroll = "full" if self.k_unroll is None else f"unroll {self.k_unroll}"
-        lines.append(f"  for k ({unroll}):")
-        for v in range(mv):
-            lanes = self.active_lanes(v)
-            mask = "" if lanes == L else f".mask({'rows' if lanes is None else lanes})"
-            op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
-            lines.append(f"    a{v} = {op}{mask} A[row+{v * L}:row+{(v + 1) * L}, k]")
-        for j in range(nr):
-            lines.append(f"    b = vbroadcast B[k, col+{j}]")
-            lines.extend(f"    acc{v}_{j} = vfma a{v}, b, acc{v}_{j}" for v in range(mv))
+        if self.dot:
+            lines.extend(self._dot_listing())
+        else:
+            lines.extend(self._fma_listing(unroll))
         alpha = "acc" if self.alpha_is_one else "alpha*acc"
         beta = {Beta.ZERO: "", Beta.ONE: " + C", Beta.GENERAL: " + beta*C"}.get(
             self.beta, " + beta*C (if beta != 0)"
@@ -92,6 +88,32 @@ class GemmNanokernel:
         atomic = " atomically per element" if self.atomic else ""
         lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")
         return "\n".join(lines)
+
+
+    def _fma_listing(self, unroll: str) -> list[str]:
+        L, mv, nr = self.lanes, self.vectors, self.columns
+        lines = [f"  for k ({unroll}):"]
+        for v in range(mv):
+            lanes = self.active_lanes(v)
+            mask = "" if lanes == L else f".mask({'rows' if lanes is None else lanes})"
+            op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
+            lines.append(f"    a{v} = {op}{mask} A[row+{v * L}:row+{(v + 1) * L}, k]")
+        for j in range(nr):
+            lines.append(f"    b = vbroadcast B[k, col+{j}]")
+            lines.extend(f"    acc{v}_{j} = vfma a{v}, b, acc{v}_{j}" for v in range(mv))
+        return lines
+
+    def _dot_listing(self) -> list[str]:
+        """Pairs along K: A's columns k and k+1 interleaved (VNNI), B's pair broadcast."""
+        L, mv, nr = self.lanes, self.vectors, self.columns
+        lines = ["  for k in steps of 2 (an odd last k pairs with zeros):"]
+        for v in range(mv):
+            rows = f"row+{v * L}:row+{(v + 1) * L}"
+            lines.append(f"    a{v} = vinterleave16 A[{rows}, k], A[{rows}, k+1]")
+        for j in range(nr):
+            lines.append(f"    b = vbroadcast32 (B[k, col+{j}], B[k+1, col+{j}])")
+            lines.extend(f"    acc{v}_{j} = vdpbf16ps acc{v}_{j}, a{v}, b" for v in range(mv))
+        return lines
 
 
 def _constant(value: Value) -> float | int | None:
@@ -146,4 +168,15 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         alpha_is_one=_constant(inst.alpha) == 1,
         atomic=bool(inst.atomic),
         batched=isinstance(inst, TileBatchGemm),
+        dot=uses_bf16_dot(inst, target, a_type, compute),
     )
+
+
+def uses_bf16_dot(
+    inst: TileGemm | TileBatchGemm, target: Target, a_type: MemRefType, compute: ScalarType
+) -> bool:
+    """bf16 A and B into an f32 tile on a target with vdpbf16ps, A rows contiguous."""
+    b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
+    bf16 = a_type.element is ScalarType.BF16 and b_type.element is ScalarType.BF16
+    contiguous = row_stride_is_unit(a_type, inst.trans_a)
+    return target.bf16_dot and bf16 and compute is ScalarType.F32 and contiguous

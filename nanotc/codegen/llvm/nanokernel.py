@@ -23,9 +23,19 @@ from nanotc.codegen.llvm.helpers import (
     sub,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, write_output
-from nanotc.codegen.llvm.types import PTR, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.codegen.llvm.types import (
+    I16,
+    I32,
+    PTR,
+    Dim,
+    MemrefValue,
+    const,
+    memory_type,
+    register_type,
+)
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
+from nanotc.ir.types import ScalarType
 from nanotc.lowering.nanokernel import Access, Beta, GemmNanokernel, plan
 
 Accumulators = list[ir.Value]  # index j * vectors + v
@@ -55,6 +65,8 @@ class NanokernelEmitter:
 
     # -- the K loop ----------------------------------------------------------------------------
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
+        if self.p.dot:
+            return self._accumulate_pairs(acc, a, bm)
         b, p = self.b, self.p
         trans_a, trans_b = self.inst.trans_a, self.inst.trans_b
         a_rows, a_k = (1, 0) if trans_a is Transpose.T else (0, 1)
@@ -89,6 +101,38 @@ class NanokernelEmitter:
                 acc = step(k, acc)
             return acc
         return self._unrolled_loop(depth, acc, step)
+
+    def _accumulate_pairs(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
+        """K in pairs through vdpbf16ps: lane r of a[v] holds (A[r, k], A[r, k+1]) (two columns
+        of A interleaved: the flat-to-VNNI shuffle), b holds (B[k, j], B[k+1, j]) in every lane.
+        An odd K ends with one more step whose second column and pair half are zero."""
+        b, p = self.b, self.p
+        a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
+        b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
+        depth = a.shape[a_k]
+        a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
+        b_bases = [
+            element_ptr(b, bm.ptr, bm.type.element, mul(b, add(b, self.col, j), bm.stride[b_cols]))
+            for j in range(p.columns)
+        ]
+        pairs = _PairLoads(b, p, self.masks, a_base, a.stride[a_k], bm.stride[b_k])
+
+        def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
+            a_vectors = [pairs.a_pairs(k, v, second) for v in range(p.vectors)]
+            out = list(acc)
+            for j, base in enumerate(b_bases):
+                bj = vec.splat(b, pairs.b_pair(base, k, second), p.lanes)
+                for v, av in enumerate(a_vectors):
+                    index = j * p.vectors + v
+                    out[index] = vec.bf16_dot(b, out[index], av, bj)
+            return out
+
+        main = depth - depth % 2 if isinstance(depth, int) else b.and_(depth, const(-2))
+        acc = carried_loop(b, 0, main, 2, acc, step, name="k", unroll=False)
+        if isinstance(depth, int) and depth % 2 == 0:
+            return acc
+        last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
+        return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
 
     def _unrolled_loop(
         self, depth: Dim, acc: Accumulators, step: Callable[[Dim, Accumulators], Accumulators]
@@ -241,6 +285,47 @@ def schedule_barrier(b: ir.IRBuilder) -> None:
     registers spill. An empty asm statement that clobbers memory is a scheduling fence."""
     fence = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", side_effect=True)
     b.call(fence, [])
+
+
+class _PairLoads:
+    """Loads of bf16 pairs along K for the dot-product nanokernel."""
+
+    def __init__(self, b: ir.IRBuilder, p: GemmNanokernel, masks: list[ir.Value | None],
+                 a_base: ir.Value, a_k_stride: Dim, b_k_stride: Dim):  # fmt: skip
+        self.b, self.p, self.masks = b, p, masks
+        self.a_base, self.a_k_stride, self.b_k_stride = a_base, a_k_stride, b_k_stride
+        self.half = vec.vector_type(I16, p.lanes)
+
+    def a_pairs(self, k: ir.Value, v: int, second: bool) -> ir.Value:
+        b, lanes = self.b, self.p.lanes
+        low = self._column(k, v)
+        high = self._column(b.add(k, const(1)), v) if second else vec.zeros(self.half)
+        interleave = [i // 2 + (lanes if i % 2 else 0) for i in range(2 * lanes)]
+        pairs = b.shuffle_vector(
+            low, high, ir.Constant(vec.vector_type(I32, 2 * lanes), interleave)
+        )
+        return b.bitcast(pairs, vec.vector_type(I32, lanes))
+
+    def _column(self, k: ir.Value, v: int) -> ir.Value:
+        b = self.b
+        offset = add(b, mul(b, k, self.a_k_stride), v * self.p.lanes)
+        ptr = element_ptr(b, self.a_base, ScalarType.BF16, offset)
+        return vec.load(b, self.half, ptr, self.masks[v], 2)
+
+    def b_pair(self, base: ir.Value, k: ir.Value, second: bool) -> ir.Value:
+        """(B[k, j], B[k+1, j]) as one i32: a single load where the two are adjacent."""
+        b = self.b
+        first = element_ptr(b, base, ScalarType.BF16, mul(b, k, self.b_k_stride))
+        if second and self.b_k_stride == 1:
+            return b.load(first, typ=I32, align=2)
+        low = b.zext(b.load(first, typ=I16), I32)
+        if not second:
+            return low
+        following = element_ptr(
+            b, base, ScalarType.BF16, mul(b, b.add(k, const(1)), self.b_k_stride)
+        )
+        high = b.zext(b.load(following, typ=I16), I32)
+        return b.or_(low, b.shl(high, const(16, I32)))
 
 
 @emits(TileGemm)

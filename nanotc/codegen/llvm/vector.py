@@ -109,6 +109,13 @@ def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value, fused: bool) -> 
     return b.fadd(b.fmul(x, y), z)
 
 
+def bf16_dot(b: ir.IRBuilder, acc: ir.Value, pairs: ir.Value, other: ir.Value) -> ir.Value:
+    """vdpbf16ps: acc[i] += pairs[i].lo * other[i].lo + pairs[i].hi * other[i].hi, on bf16
+    pairs packed in i32 lanes (LLVM upgrades this form to its bfloat signature)."""
+    name = f"llvm.x86.avx512bf16.dpbf16ps.{32 * acc.type.count}"
+    return intrinsic(b, name, acc.type, [acc, pairs, other])
+
+
 def convert(b: ir.IRBuilder, value: ir.Value, to: ir.VectorType) -> ir.Value:
     """Float vector conversion (extension or rounding to nearest)."""
     src_bits = _bits(value.type.element)
