@@ -21,7 +21,7 @@ from nanotc.ir.printer import print_instruction, print_program
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.lowering.nanokernel import plan
 from nanotc.lowering.pipeline import lower
-from nanotc.runtime import jit
+from nanotc.runtime import amx, jit
 from nanotc.runtime.launcher import Kernel
 from nanotc.targets import Target, get, runs_on_host
 
@@ -102,5 +102,7 @@ def compile(
     program = load(source, name) if isinstance(source, str) else check(source)
     compilation = Compilation(program, get(target))
     if runs_on_host(compilation.target):
+        if compilation.target.amx:
+            amx.enable()  # before any AMX instruction runs in this process
         _ = compilation.native  # compile eagerly so errors surface here, not at first launch
     return compilation

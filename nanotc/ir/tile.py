@@ -26,6 +26,16 @@ nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowerin
 
 `tile.min` is the smaller of two index values (block extents at the edges of C).
 
+`tile.pack_amx` copies the block X[row : row+rows, col : col+cols] of X = op(source) into
+AMX tile panels of 16 rows: K in chunks of 32, each chunk 16 rows of 32 bf16 (`.rows`: an AMX
+row operand) or 16 K-pairs of 16 rows (`.pairs`: the VNNI operand, two K values per row
+adjacent). Panel q starts at q * 16 * K32 (K32: cols rounded up to 32); padding is zero.
+
+`tile.amx_gemm alpha, A32, B16, C` adds alpha * op(A) op(B) to C (at most 32 x 32) from packed
+panels: `a` the VNNI panels of op(A) (`.pairs`), `b` the row panels of op(B)^T (`.rows`),
+starting at panels `a_panel` and `b_panel`, over `chunks` chunks of 32 K. Its 2 x 2 f32
+accumulator tiles stay in AMX tile registers for the whole K loop.
+
 `tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
 applies beta once, then accumulates its K blocks with beta 1).
 """
@@ -145,6 +155,41 @@ class TileScale(Instruction):
     syntax = "$beta , $c : type($beta), type($c)"
 
 
+class TilePackAmx(Instruction):
+    name = "tile.pack_amx"
+    kind = Kind.COLLECTIVE
+    trans = attribute(Suffix(Transpose))
+    pairs = attribute(Flag("pairs"), default=False)
+    source = operand()
+    row = operand(**_INDEX)
+    col = operand(**_INDEX)
+    rows = operand(**_INDEX)
+    cols = operand(**_INDEX)
+    target = operand()
+    syntax = (
+        "{trans}{pairs} $source [ $row , $col ] rows $rows cols $cols into $target "
+        ": type($source), type($target)"
+    )
+
+
+class TileAmxGemm(Instruction):
+    name = "tile.amx_gemm"
+    kind = Kind.COLLECTIVE
+    alpha = operand(ConstKind.NUMBER)
+    a = operand()
+    b = operand()
+    c = operand()
+    a_panel = operand(**_INDEX)
+    b_panel = operand(**_INDEX)
+    chunks = operand(**_INDEX)
+    rows = operand(**_INDEX)
+    cols = operand(**_INDEX)
+    syntax = (
+        "$alpha , $a [ $a_panel ] , $b [ $b_panel ] , $c rows $rows cols $cols chunks $chunks "
+        ": type($alpha), type($a), type($b), type($c)"
+    )
+
+
 class TileMin(Instruction):
     name = "tile.min"
     lhs = operand(**_INDEX)
@@ -156,5 +201,6 @@ class TileMin(Instruction):
 
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
-    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale,
+    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
+    TileAmxGemm,
 )  # fmt: skip

@@ -36,10 +36,19 @@ from nanotc.ir.instructions import (
 from nanotc.ir.tile import TileBatchGemm, TileYield
 from nanotc.ir.types import INDEX
 from nanotc.ir.values import Constant, Value
+from nanotc.lowering.choices import (
+    BATCH,
+    DEFAULT_OPTIONS,
+    CompileOptions,
+    register_tile_for,
+    signature,
+)
+from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_tiles import (
     Index,
     epilogue_registers,
     gemm_extents,
+    operand_registers,
     supported,
     tile_output,
 )
@@ -48,20 +57,23 @@ from nanotc.targets import Target
 _PURE = (ArithBinary, ArithUnary, Cast, Cmp, Expand, Fuse, GroupId, GroupSize, Size, Subview)
 
 
-def lower_batch_reduce(func: Function, target: Target) -> None:
-    _rewrite(func.body, target)
+def lower_batch_reduce(
+    func: Function, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> None:
+    _rewrite(func.body, target, options)
 
 
-def _rewrite(region: Region, target: Target) -> None:
+def _rewrite(region: Region, target: Target, options: CompileOptions) -> None:
     out: list[Instruction] = []
     for inst in region.instructions:
         gemm = batch_reduce_gemm(inst)
-        if gemm is not None:
+        # AMX tiles accumulate in C anyway, and beat vector kernels by far
+        if gemm is not None and not amx_applies(gemm, target):
             assert isinstance(inst, For)
-            out.extend(_tile_batch(inst, gemm, target))
+            out.extend(_tile_batch(inst, gemm, target, options))
             continue
         for nested in inst.regions():
-            _rewrite(nested, target)
+            _rewrite(nested, target, options)
         out.append(inst)
     region.instructions = out
 
@@ -90,7 +102,7 @@ def _computes_values_only(inst: Instruction, c: Value) -> bool:
     return isinstance(inst, _PURE)
 
 
-def _tile_batch(loop: For, g: Gemm, target: Target) -> list[Instruction]:
+def _tile_batch(loop: For, g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
     prefix = loop.body.instructions[:-1]
     step: Value | int = loop.step if loop.step is not None else 1
 
@@ -107,5 +119,8 @@ def _tile_batch(loop: For, g: Gemm, target: Target) -> list[Instruction]:
             step=step, mr=mr, nr=nr, body=body,
         )  # fmt: skip
 
-    reserved = epilogue_registers(g.alpha, g.beta)
-    return tile_output(g.c, gemm_extents(g), target, micro, reserved)
+    reserved = epilogue_registers(g.alpha, g.beta) + operand_registers(g, target)
+    extents = gemm_extents(g)
+    sig = signature(g, BATCH, extents, reserved)
+    tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
+    return tile_output(g.c, extents, target, micro, reserved, tile)

@@ -24,8 +24,16 @@ from nanotc.ir.instructions import BinaryOp, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
+from nanotc.lowering.choices import (
+    BLOCKED,
+    DEFAULT_OPTIONS,
+    CompileOptions,
+    blocking_override,
+    register_tile_for,
+    signature,
+)
 from nanotc.lowering.gemm_tiles import Index, epilogue_registers, gemm_extents, tile_block
-from nanotc.lowering.register_tile import RegisterTile, choose
+from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
@@ -56,12 +64,18 @@ def worth_blocking(m: int, n: int, k: int, element: ScalarType, target: Target) 
     return operand_bytes(m, n, k, element) > target.l2_bytes // 2
 
 
-def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
+def tile_gemm_blocked(
+    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> list[Instruction]:
     c_type: MemRefType = g.c.type
     ct = c_type.element
     m, n, k = gemm_extents(g)
-    tile = choose(target, ct, None, None, None, epilogue_registers(g.alpha, ONE))
-    blocks = blocking(target, ct, tile)
+    reserved = epilogue_registers(g.alpha, ONE)
+    sig = signature(g, BLOCKED, (m, n, k), reserved)
+    # blocks have any size, so the model assumes large (dynamic) extents
+    tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
+    override = blocking_override(options, sig, tile)
+    blocks = Blocking(*override) if override else blocking(target, ct, tile)
     b = Builder(Region())
     extent_m = m if m is not None else b.size(g.c, 0)
     extent_n = n if n is not None else b.size(g.c, 1)
@@ -70,14 +84,14 @@ def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
     a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
     b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
     with b.for_(0, extent_n, blocks.nc) as (outer, jc):
-        nb = _block_extent(outer, extent_n, jc, blocks.nc)
+        nb = block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
-            kb = _block_extent(middle, extent_k, pc, blocks.kc)
+            kb = block_extent(middle, extent_k, pc, blocks.kc)
             flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
             middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
                        panel=tile.nr, target=b_pack)  # fmt: skip
             with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
-                mb = _block_extent(inner, extent_m, ic, blocks.mc)
+                mb = block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, source=g.a, row=ic, col=pc, rows=mb,
                           cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
                 panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, Constant(1, g.beta.type))
@@ -85,7 +99,7 @@ def tile_gemm_blocked(g: Gemm, target: Target) -> list[Instruction]:
     return b.region.instructions
 
 
-def _block_extent(b: Builder, extent: Index, start: Value, block: int) -> Index:
+def block_extent(b: Builder, extent: Index, start: Value, block: int) -> Index:
     """min(block, extent - start): static when one block covers a static extent, so the
     tiles of the block get static remainders (fewer kernels)."""
     if isinstance(extent, int) and extent <= block:

@@ -24,6 +24,8 @@ from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin
 from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
+from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
+from nanotc.lowering.choices import signature as gemm_signature
 from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
 
@@ -52,14 +54,20 @@ MicroFactory = Callable[[Builder, "Index", "Index", "Index", int, int], None]
 """Emits one microkernel: (builder, row, col, rows, mr, nr)."""
 
 
-def tile_gemm(g: Gemm, target: Target) -> list[Instruction]:
+def tile_gemm(
+    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> list[Instruction]:
     def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
         b.add(
             TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
-    return tile_output(g.c, gemm_extents(g), target, micro, epilogue_registers(g.alpha, g.beta))
+    reserved = epilogue_registers(g.alpha, g.beta) + operand_registers(g, target)
+    extents = gemm_extents(g)
+    sig = gemm_signature(g, DIRECT, extents, reserved)
+    tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
+    return tile_output(g.c, extents, target, micro, reserved, tile)
 
 
 def epilogue_registers(alpha: Value, beta: Value) -> int:
@@ -70,16 +78,33 @@ def epilogue_registers(alpha: Value, beta: Value) -> int:
     return int(not alpha_one) + int(not beta_simple)
 
 
+def operand_registers(g: Gemm, target: Target) -> int:
+    """Vector registers a K step needs beside the tile to bring in its operands: bf16 pairs
+    for vdpbf16ps need the interleave's index vector and a second half, widened 16-bit
+    operands a temporary."""
+    a, b = g.a.type.element, g.b.type.element
+    if a is b is ScalarType.BF16 and target.bf16_dot:
+        return 2
+    return int(a.bits == 16 or b.bits == 16)
+
+
 Extents = tuple[int | None, int | None, int | None]
 
 
 def tile_output(
-    c: Value, extents: Extents, target: Target, micro: MicroFactory, reserved: int = 0
+    c: Value,
+    extents: Extents,
+    target: Target,
+    micro: MicroFactory,
+    reserved: int = 0,
+    tile: RegisterTile | None = None,
 ) -> list[Instruction]:
     """Loops over the register tiles of C, calling `micro` for each (full and remainder);
-    `reserved` vector registers stay free for the epilogue."""
+    `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
+    the analytical one."""
     m, n, k = extents
-    tile = choose(target, c.type.element, m, n, k, reserved)
+    if tile is None:
+        tile = choose(target, c.type.element, m, n, k, reserved)
     b = Builder(Region())
     tile_block(b, tile, b.size(c, 0) if m is None else m, b.size(c, 1) if n is None else n, micro)
     return b.region.instructions

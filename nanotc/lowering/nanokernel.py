@@ -89,7 +89,6 @@ class GemmNanokernel:
         lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")
         return "\n".join(lines)
 
-
     def _fma_listing(self, unroll: str) -> list[str]:
         L, mv, nr = self.lanes, self.vectors, self.columns
         lines = [f"  for k ({unroll}):"]

@@ -1,7 +1,8 @@
 """The lowering pipeline: which passes run, in order, between the checked program and LLVM.
 
-Each pass is a small frozen dataclass with `run(func, target)` that rewrites one function of
-a copy of the program in place. The default pipeline, in order:
+Each pass is a small frozen dataclass with `run(func, target, options)` that rewrites one
+function of a copy of the program in place (`options`: tuned choices, `lowering.choices`).
+The default pipeline, in order:
 
 0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
@@ -19,6 +20,7 @@ from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program
 from nanotc.lowering.batch_reduce import lower_batch_reduce
 from nanotc.lowering.blas2_as_gemm import rewrite_blas2
+from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm import lower_gemms
 from nanotc.targets import Target
 
@@ -26,30 +28,30 @@ from nanotc.targets import Target
 class Pass(Protocol):
     name: str
 
-    def run(self, func: Function, target: Target) -> None: ...
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None: ...
 
 
 @dataclass(frozen=True)
 class GemmTiles:
     name: str = "gemm-tiles"
 
-    def run(self, func: Function, target: Target) -> None:
-        lower_gemms(func, target)
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        lower_gemms(func, target, options)
 
 
 @dataclass(frozen=True)
 class BatchReduce:
     name: str = "batch-reduce"
 
-    def run(self, func: Function, target: Target) -> None:
-        lower_batch_reduce(func, target)
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        lower_batch_reduce(func, target, options)
 
 
 @dataclass(frozen=True)
 class Blas2AsGemm:
     name: str = "blas2-as-gemm"
 
-    def run(self, func: Function, target: Target) -> None:
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
         rewrite_blas2(func)
 
 
@@ -57,11 +59,15 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (Blas2AsGemm(), BatchReduce(), GemmTiles())
 
 
 def lower(
-    program: Program, target: Target, pipeline: tuple[Pass, ...] = DEFAULT_PIPELINE
+    program: Program,
+    target: Target,
+    pipeline: tuple[Pass, ...] = DEFAULT_PIPELINE,
+    options: CompileOptions = DEFAULT_OPTIONS,
 ) -> Program:
-    """A lowered copy of a checked program; the program itself is left as it was."""
+    """A lowered copy of a checked program; the program itself is left as it was. `options`
+    override the analytical register tiles and blockings of chosen gemms (tuning)."""
     lowered = clone_program(program)
     for func in lowered.functions:
         for p in pipeline:
-            p.run(func, target)
+            p.run(func, target, options)
     return lowered

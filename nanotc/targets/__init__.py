@@ -101,10 +101,17 @@ def host() -> Target:
         fma="fma" in has,
         masked_memory=avx512,
         bf16_dot=avx512 and "avx512bf16" in has,
-        amx={"amx-tile", "amx-bf16"} <= has,
+        amx={"amx-tile", "amx-bf16"} <= has and _amx_permitted(),
         l1_bytes=_cache_bytes(1, 32 * 1024),
         l2_bytes=_cache_bytes(2, 1024 * 1024),
     )
+
+
+def _amx_permitted() -> bool:
+    """The CPU has AMX, but Linux also has to grant its tile state to the process."""
+    from nanotc.runtime import amx
+
+    return amx.available()
 
 
 def _cache_bytes(level: int, default: int) -> int:

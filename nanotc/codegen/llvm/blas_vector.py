@@ -1,8 +1,9 @@
 """Vectorised axpby, hadamard, sum and gemv.t: memory-bound instructions as loops over full
 target vectors along the contiguous mode, with one masked vector for the remainder.
 
-They apply when the compute type is f32 or f64, the update is not atomic, and every operand
-is contiguous along the vectorised mode; otherwise the plain loop nests of `blas` run.
+They apply when the compute type is f32 or f64, every element type a float (16-bit ones are
+widened on load and rounded on store), the update is not atomic, and every operand is
+contiguous along the vectorised mode; otherwise the plain loop nests of `blas` run.
 Reductions (sum, gemv.t) accumulate a vector of partial sums and add its lanes at the end,
 so their rounding differs from a sequential sum (as BLAS implementations' does).
 """
@@ -35,7 +36,7 @@ def applies(inst: BlasInstruction, contiguous: list[tuple[MemrefValue, int]]) ->
     """Vector code fits: float compute type, no atomics, unit stride where it vectorises."""
     output: MemrefValue = contiguous[0][0]
     ct = compute_type(output.type.element)
-    floats = all(m.type.element in VECTOR_TYPES for m, _ in contiguous)
+    floats = all(m.type.element.is_float for m, _ in contiguous)
     unit = all(m.type.order == 0 or m.stride[mode] == 1 for m, mode in contiguous)
     return ct in VECTOR_TYPES and floats and unit and not inst.atomic
 
@@ -50,10 +51,8 @@ class VectorLoops:
     def load(self, m: MemrefValue, offset: Dim, mask: ir.Value | None) -> ir.Value:
         element = m.type.element
         ptr = element_ptr(self.b, m.ptr, element, offset)
-        loaded = vec.load(
-            self.b, vec.vector_type(register_type(element), self.lanes), ptr, mask, element.size
-        )
-        return vec.convert(self.b, loaded, self.type)
+        raw = vec.load(self.b, vec.memory_vector(element, self.lanes), ptr, mask, element.size)
+        return vec.to_register(self.b, raw, element, self.type)
 
     def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None]) -> None:
         """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked."""
@@ -103,8 +102,7 @@ class VectorLoops:
             old = self.load(out, offset, mask)
             scaled = old if u.beta_is_one else b.fmul(old, vec.splat(b, u.beta, self.lanes))
             value = b.fadd(value, scaled)
-        out_type = vec.vector_type(register_type(element), self.lanes)
-        vec.store(b, vec.convert(b, value, out_type), ptr, mask, element.size)
+        vec.store(b, vec.to_memory(b, value, element), ptr, mask, element.size)
 
 
 def axpby(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:

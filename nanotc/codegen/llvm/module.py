@@ -13,6 +13,7 @@ from llvmlite import ir
 
 from nanotc.codegen import abi
 from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emitters)
+    amx,
     blas,
     control,
     memory,

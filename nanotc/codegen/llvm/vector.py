@@ -138,6 +138,15 @@ def to_register(b: ir.IRBuilder, raw: ir.Value, element: ScalarType, to: ir.Vect
     return convert(b, raw, to)
 
 
+def to_memory(b: ir.IRBuilder, value: ir.Value, element: ScalarType) -> ir.Value:
+    """A float vector in its register form to how `element` is stored (rounding)."""
+    if element in float16.SIXTEEN_BIT:
+        return float16.narrow(
+            b, convert(b, value, vector_type(ir.FloatType(), value.type.count)), element
+        )
+    return convert(b, value, vector_type(memory_type(element), value.type.count))
+
+
 def _bits(t: ir.Type) -> int:
     return {"half": 16, "float": 32, "double": 64}[str(t)]
 

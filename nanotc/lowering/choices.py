@@ -1,0 +1,151 @@
+"""Overrides of gemm lowering's analytical choices: register tiles and cache blocking.
+
+Lowering names each gemm it tiles by a *signature* — the path it takes (direct register
+tiles, batch-reduce tiles, or packed blocks), the element types, transposes, static shape and
+the vector registers its epilogue reserves — and asks `CompileOptions` for a `GemmChoice`
+under that signature. Without one (the default) the analytical models decide
+(`register_tile.choose`, `gemm_blocked.blocking`). `nanotc tune` measures candidates and stores
+the winners in the tuning database (`nanotc.tuning.database`), from which `nanotc.compile`
+builds the options of later compiles.
+
+An override that does not fit the target (a tile whose registers spill, a blocking that is not
+a whole number of tiles) is ignored, so a stale or hand-edited entry can cost speed but never
+correctness.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nanotc.ir.instructions import Gemm
+from nanotc.ir.types import ScalarType
+from nanotc.lowering.register_tile import RegisterTile, choose, fits
+from nanotc.targets import Target
+
+DIRECT = "direct"  # register tiles straight on the operands (gemm_tiles)
+BATCH = "batch"  # batch-reduce tiles (batch_reduce)
+BLOCKED = "blocked"  # packed cache blocks around register tiles (gemm_blocked)
+PATHS = (DIRECT, BATCH, BLOCKED)
+
+
+@dataclass(frozen=True)
+class GemmSignature:
+    """What a tuned choice applies to. Dynamic sizes are `None` (printed `?`): a choice for a
+    dynamic shape applies to every size the kernel is launched with."""
+
+    path: str
+    types: tuple[str, str, str]  # element types of A, B, C
+    trans: tuple[str, str]  # "n" or "t" for A and B
+    shape: tuple[int | None, int | None, int | None]  # M, N, K
+    reserved: int  # vector registers the epilogue keeps live (run-time alpha, beta)
+
+    def key(self) -> str:
+        """Stable text form, e.g. `direct f32,f32,f32 n.t 64x?x64 r1` (the database key)."""
+        shape = "x".join("?" if s is None else str(s) for s in self.shape)
+        return f"{self.path} {','.join(self.types)} {'.'.join(self.trans)} {shape} r{self.reserved}"
+
+
+def signature(g: Gemm, path: str, shape: tuple[int | None, ...], reserved: int) -> GemmSignature:
+    a, b, c = g.a.type.element, g.b.type.element, g.c.type.element
+    m, n, k = shape
+    return GemmSignature(
+        path,
+        (str(a), str(b), str(c)),
+        (g.trans_a.value, g.trans_b.value),
+        (m, n, k),
+        reserved,
+    )
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    """A register tile (`mv` vectors by `nr` columns) and, for the blocked path, block sizes."""
+
+    tile: tuple[int, int] | None = None
+    blocking: tuple[int, int, int] | None = None  # mc, kc, nc
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.tile is not None:
+            out["tile"] = list(self.tile)
+        if self.blocking is not None:
+            out["blocking"] = list(self.blocking)
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> GemmChoice:
+        tile, blocking = data.get("tile"), data.get("blocking")
+        return GemmChoice(
+            tuple(int(x) for x in tile) if tile else None,  # type: ignore[arg-type]
+            tuple(int(x) for x in blocking) if blocking else None,  # type: ignore[arg-type]
+        )
+
+    def describe(self) -> str:
+        parts = []
+        if self.tile is not None:
+            parts.append(f"tile {self.tile[0]}v x {self.tile[1]}")
+        if self.blocking is not None:
+            parts.append("blocks mc={} kc={} nc={}".format(*self.blocking))
+        return ", ".join(parts) or "analytical"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Choices that override the analytical ones, by signature key (immutable, hashable)."""
+
+    gemms: tuple[tuple[str, GemmChoice], ...] = ()
+
+    @staticmethod
+    def of(choices: Mapping[str, GemmChoice]) -> CompileOptions:
+        return CompileOptions(tuple(sorted(choices.items())))
+
+    def choice(self, sig: GemmSignature) -> GemmChoice | None:
+        return self.get(sig.key())
+
+    def get(self, key: str) -> GemmChoice | None:
+        return next((c for k, c in self.gemms if k == key), None)
+
+    def with_choice(self, key: str, choice: GemmChoice) -> CompileOptions:
+        return CompileOptions.of({**dict(self.gemms), key: choice})
+
+    def fingerprint(self) -> str:
+        """Canonical text of every choice: part of the kernel cache's key."""
+        return json.dumps({k: c.to_json() for k, c in self.gemms}, sort_keys=True)
+
+
+DEFAULT_OPTIONS = CompileOptions()
+
+
+def register_tile_for(
+    options: CompileOptions,
+    sig: GemmSignature,
+    target: Target,
+    element: ScalarType,
+    extents: tuple[int | None, int | None, int | None],
+    reserved: int,
+) -> RegisterTile:
+    """The override of `sig` when it fits the register file, else the analytical tile for
+    `extents` (what the model assumes of M, N, K: the blocked path tiles blocks of any size)."""
+    m, n, k = extents
+    choice = options.choice(sig)
+    if choice is not None and choice.tile is not None:
+        mv, nr = choice.tile
+        tile = RegisterTile(mv, nr, target.lanes(element))
+        if mv > 0 and nr > 0 and fits(tile, target, reserved, dynamic_rows=m is None):
+            return tile
+    return choose(target, element, m, n, k, reserved)
+
+
+def blocking_override(
+    options: CompileOptions, sig: GemmSignature, tile: RegisterTile
+) -> tuple[int, int, int] | None:
+    """The (mc, kc, nc) override of `sig` when it is whole tiles (mc by mr, nc by nr)."""
+    choice = options.choice(sig)
+    if choice is None or choice.blocking is None:
+        return None
+    mc, kc, nc = choice.blocking
+    whole = mc % tile.mr == 0 and nc % tile.nr == 0
+    return (mc, kc, nc) if whole and min(mc, kc, nc) > 0 else None
