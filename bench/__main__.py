@@ -1,20 +1,24 @@
-"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3] [common options]`.
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3] [common options]`
+(also `nanotc bench [w1 w2 w3] [options]`).
 
 Each workload keeps its own defaults (W1, W2: fp32 and fp64 on 1 and 2 threads; W3: fp32 on 1
 thread) unless --threads/--dtypes are given. A workload that fails is reported with its
 traceback and the others still run; the exit status is then 1. One CSV per workload goes to
-bench/results/ (unless --no-csv).
+bench/results/ (unless --no-csv; --results-dir to write elsewhere), with a PNG chart beside it
+when matplotlib is installed (unless --no-chart).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench import harness, w1_square, w2_batched, w3_resnet
+from bench import chart, harness, w1_square, w2_batched, w3_resnet
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -54,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=tuple(w.name for w in WORKLOADS),
         help="which workloads (default w1,w2,w3)",
     )
+    parser.add_argument("--no-chart", action="store_true", help="do not draw PNG charts")
+    parser.add_argument(
+        "--results-dir", type=Path, default=harness.RESULTS, help="where CSVs and charts go"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.workloads) - {w.name for w in WORKLOADS}
     if unknown:
@@ -62,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     harness.preamble(first)
     peers = discover(first.peers)
     print("\n".join(f"peer: {note}" for note in peers.notes))
+    if not args.no_chart and not chart.available():
+        print("note: no charts: matplotlib is not installed (pip install matplotlib)")
     failed = []
     for workload in WORKLOADS:
         if workload.name not in args.workloads:
@@ -80,7 +90,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes = w2_batched.notes_for(sizes, w2_batched.VARIANTS)
         elif workload.name == "w3":
             notes = w3_resnet.total_times(rows)
-        harness.report(rows, workload.title, notes, None if args.no_csv else workload.csv)
+        harness.report(
+            rows, workload.title, notes, None if args.no_csv else workload.csv, args.results_dir
+        )
+        if not args.no_chart:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            png = args.results_dir / f"{workload.csv}-{stamp}.png"
+            drawn = chart.draw(rows, workload.title, png)
+            if drawn is not None:
+                print(f"chart: {drawn}")
     if failed:
         print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

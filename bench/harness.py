@@ -488,12 +488,17 @@ def preamble(settings: Settings) -> None:
 
 
 def report(
-    rows: Sequence[Row], title: str, notes: Sequence[str] = (), csv_name: str | None = None
+    rows: Sequence[Row],
+    title: str,
+    notes: Sequence[str] = (),
+    csv_name: str | None = None,
+    directory: Path = RESULTS,
 ) -> None:
-    """Print a titled table with its notes; write the CSV when `csv_name` is given."""
+    """Print a titled table with its notes; write the CSV (into `directory`) when `csv_name`
+    is given."""
     print(f"\n== {title}")
     print(format_table(rows, peer_order(rows)))
     for note in [*notes, *dict.fromkeys(r.note for r in rows if r.note)]:
         print(f"note: {note}")
     if csv_name and rows:
-        print(f"csv: {write_csv(rows, csv_name)}")
+        print(f"csv: {write_csv(rows, csv_name, directory)}")

@@ -4,13 +4,18 @@
     prog["fused_kernel"](alpha, A, B, C, D, group_size=1000)
 
 The stages are the pipeline of DESIGN.md; `Compilation` keeps each stage's result so the CLI
-and tests can inspect them (`--emit`).
+and tests can inspect them (`--emit`, `--dump-dir`). Machine code for the host goes through
+the kernel cache (`nanotc.runtime.cache`): a program compiled before, in this process or
+another, is loaded instead of compiled. Lowering takes the tuned choices of the tuning
+database (`nanotc.tuning.database`) unless `options` are given.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -19,25 +24,36 @@ from nanotc.codegen.llvm.module import emit_module
 from nanotc.ir.core import Program, walk
 from nanotc.ir.printer import print_instruction, print_program
 from nanotc.ir.tile import TileBatchGemm, TileGemm
+from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.nanokernel import plan
 from nanotc.lowering.pipeline import lower
 from nanotc.runtime import amx, jit
+from nanotc.runtime import cache as kernel_cache
 from nanotc.runtime.launcher import Kernel
 from nanotc.targets import Target, get, runs_on_host
+from nanotc.tuning import database
+
+NativeCode = jit.JitModule | jit.ObjectModule
 
 
 @dataclass
 class Compilation:
-    """One program compiled for one target; stages are computed on first use."""
+    """One program compiled for one target; stages are computed on first use.
+
+    `origin` says where the machine code came from: "compiled", or "memory" / "disk" for the
+    kernel cache (then no stage before it has run; asking for one computes it)."""
 
     program: Program
     target: Target
+    options: CompileOptions = DEFAULT_OPTIONS
+    origin: str = "compiled"
+    _code: NativeCode | None = None
     _kernels: dict[str, Kernel] = field(default_factory=dict)
 
     @cached_property
     def lowered(self) -> Program:
         """The program after nanotc's lowering pipeline (tiles and microkernels)."""
-        return lower(self.program, self.target)
+        return lower(self.program, self.target, options=self.options)
 
     def tiled(self) -> str:
         """The lowered program in text: loop nests around tile-dialect microkernels."""
@@ -69,16 +85,22 @@ class Compilation:
         return jit.assembly(self.optimized, self.target)
 
     def object_code(self) -> bytes:
+        """A position-independent object file for linking with C (`nanotc compile --emit
+        obj`, `--emit shared`)."""
         return jit.object_code(self.optimized, self.target)
 
-    @cached_property
-    def native(self) -> jit.JitModule:
-        if not runs_on_host(self.target):
-            raise RuntimeError(
-                f"code for target {self.target.name!r} cannot run on this machine "
-                f"(it lacks some of: {self.target.llvm_features})"
-            )
-        return jit.JitModule(jit.optimize(self.llvm_ir, self.target), self.target)
+    def jit_object_code(self) -> bytes:
+        """An object file to load into this process (what the kernel cache stores)."""
+        module = jit.optimize(self.llvm_ir, self.target)  # the cache keeps no module alive
+        return jit.jit_object_code(module, self.target)
+
+    @property
+    def native(self) -> NativeCode:
+        """The machine code, in this process (JIT-compiled now unless the cache gave it)."""
+        if self._code is None:
+            _require_host(self.target)
+            self._code = jit.JitModule(jit.optimize(self.llvm_ir, self.target), self.target)
+        return self._code
 
     def __getitem__(self, name: str) -> Kernel:
         kernel = self._kernels.get(name)
@@ -95,14 +117,61 @@ class Compilation:
         return print_program(self.program)
 
 
+def _require_host(target: Target) -> None:
+    if not runs_on_host(target):
+        raise RuntimeError(
+            f"code for target {target.name!r} cannot run on this machine "
+            f"(it lacks some of: {target.llvm_features})"
+        )
+
+
 def compile(
-    source: str | Program, target: str | Target | None = None, name: str = "<memory>"
+    source: str | Program,
+    target: str | Target | None = None,
+    name: str = "<memory>",
+    *,
+    options: CompileOptions | None = None,
+    cache: bool | None = None,
 ) -> Compilation:
-    """Parse (if text), check, and compile a program; kernels JIT on first use."""
+    """Parse (if text), check, and compile a program for `target` (default: this machine).
+
+    `options`: register-tile and blocking choices overriding the analytical ones (default:
+    the tuning database's for the target). `cache`: use the kernel cache (default: unless
+    `NANOTC_CACHE=0`). With `$NANOTC_DUMP_DIR` set, every stage is written there."""
     program = load(source, name) if isinstance(source, str) else check(source)
-    compilation = Compilation(program, get(target))
-    if runs_on_host(compilation.target):
-        if compilation.target.amx:
+    resolved = get(target)
+    if options is None:
+        options = database.options_for(resolved)
+    compilation = Compilation(program, resolved, options)
+    if runs_on_host(resolved):
+        if resolved.amx:
             amx.enable()  # before any AMX instruction runs in this process
-        _ = compilation.native  # compile eagerly so errors surface here, not at first launch
+        store = kernel_cache.active(cache)
+        if store is None:
+            _ = compilation.native  # compile eagerly so errors surface here, not at first launch
+        else:
+            text = source if isinstance(source, str) else print_program(program)
+            _attach_cached(compilation, store, text, name)
+    dump_dir = os.environ.get("NANOTC_DUMP_DIR")
+    if dump_dir:
+        from nanotc.stages import dump_compilation
+
+        dump_compilation(compilation, dump_dir, unique=True, source=_text_or_none(source))
     return compilation
+
+
+def _text_or_none(source: str | Program) -> str | None:
+    return source if isinstance(source, str) else None
+
+
+def _attach_cached(
+    compilation: Compilation, store: kernel_cache.KernelCache, text: str, name: str
+) -> None:
+    key = kernel_cache.cache_key(text, compilation.target, compilation.options.fingerprint())
+    meta: dict[str, Any] = {
+        "source": name,
+        "kernels": [f.name for f in compilation.program.functions],
+        "target": compilation.target.name,
+    }
+    code, origin = store.get_or_build(key, compilation.target, compilation.jit_object_code, meta)
+    compilation._code, compilation.origin = code, origin

@@ -1,5 +1,8 @@
-"""`nanotc` subcommands. Each reads a program file (`-` for standard input), reports errors
-on stderr in the reference implementation's format, and exits 1 when the program is invalid."""
+"""`nanotc` subcommands: check, dump, run, compile, tune, bench, peak, cache (docs/cli.md).
+
+Commands that read a program take a file (`-` for standard input), report errors on stderr in
+the reference implementation's format, and exit 1 when the program is invalid; every other
+mistake is one line on stderr (`nanotc COMMAND: message`) and exit status 1."""
 
 from __future__ import annotations
 
@@ -10,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
+import nanotc
 from nanotc import targets
 from nanotc.api import Compilation
 from nanotc.check import load
+from nanotc.cli.compile import UsageError, read_source
+from nanotc.cli.compile import add_parser as add_compile_parser
 from nanotc.cli.run import (
     RunError,
     compare_outputs,
@@ -21,18 +27,12 @@ from nanotc.cli.run import (
     time_launches,
     total_flops,
 )
+from nanotc.cli.tools import add_bench_parsers, add_cache_parser, add_tune_parser, cmd_bench
 from nanotc.diagnostics import CompileError
 from nanotc.ir.core import Function, Program
 from nanotc.ir.printer import print_program
 from nanotc.runtime.arguments import ArgumentError
-
-
-def read_source(path: str) -> tuple[str, str]:
-    """The text and the name diagnostics use for it."""
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path, encoding="utf-8") as f:
-        return f.read(), path
+from nanotc.stages import dump_compilation
 
 
 def load_file(path: str) -> Program:
@@ -53,6 +53,8 @@ def cmd_dump(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     text, name = read_source(args.file)
     compilation = compile_program(text, name, args.target)
+    if args.dump_dir:
+        dump_compilation(compilation, args.dump_dir, source=text)
     func = compilation.program.function(args.kernel)
     rng = np.random.default_rng(args.seed)
     arguments = make_arguments(func, args.group_size, parse_sizes(args.size), rng)
@@ -87,45 +89,9 @@ def _validate(compilation: Compilation, func: Function, native: list[Any],
     return 0 if all(ok for _, _, ok in report) else 1
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    text, name = read_source(args.file)
-    compilation = compile_program(text, name, args.target, jit=False)
-    emit = args.emit
-    if emit == "ir":
-        output: str | bytes = compilation.dump()
-    elif emit == "tiled":
-        output = compilation.tiled()
-    elif emit == "nano":
-        output = compilation.nanokernels()
-    elif emit == "llvm":
-        output = compilation.optimized_ir()
-    elif emit == "llvm-raw":
-        output = compilation.llvm_ir
-    elif emit == "asm":
-        output = compilation.assembly()
-    else:
-        output = compilation.object_code()
-    write_output(output, args.output)
-    return 0
-
-
-def compile_program(text: str, name: str, target: str | None, jit: bool = True) -> Compilation:
-    program = load(text, name)
-    compilation = Compilation(program, targets.get(target))
-    if jit:
-        _ = compilation.native
-    return compilation
-
-
-def write_output(output: str | bytes, path: str | None) -> None:
-    if path is None or path == "-":
-        if isinstance(output, bytes):
-            sys.stdout.buffer.write(output)
-        else:
-            sys.stdout.write(output)
-        return
-    with open(path, "wb" if isinstance(output, bytes) else "w") as f:
-        f.write(output)
+def compile_program(text: str, name: str, target: str | None) -> Compilation:
+    """Compiled for running here, through the kernel cache, with tuned choices."""
+    return nanotc.compile(text, targets.get(target), name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,35 +119,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", type=int, default=10, help="timed launches (median reported)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--target", default=None, help="target name (default: host)")
+    run.add_argument("--dump-dir", metavar="DIR", help="also write every compile stage into DIR")
     run.set_defaults(run=cmd_run)
 
-    comp = sub.add_parser("compile", help="compile and emit a stage of the pipeline")
-    comp.add_argument("file", help="program file, or - for standard input")
-    comp.add_argument(
-        "--emit",
-        choices=["ir", "tiled", "nano", "llvm", "llvm-raw", "asm", "obj"],
-        default="asm",
-        help="stage: checked IR, tiled IR, nanokernel plans, LLVM IR (optimised or raw), "
-        "assembly, object file",
-    )
-    comp.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
-    comp.add_argument("--target", default=None, help="target name (default: host)")
-    comp.set_defaults(run=cmd_compile)
+    add_compile_parser(sub)
+    add_tune_parser(sub)
+    add_bench_parsers(sub)
+    add_cache_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    run: Callable[[argparse.Namespace], int] = args.run
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # options belong to the suite: argparse would misread them
+        return guarded("bench", lambda: cmd_bench(arguments[1:]))
+    args = build_parser().parse_args(arguments)
+    return guarded(args.command, lambda: args.run(args))
+
+
+def guarded(command: str, run: Callable[[], int]) -> int:
+    """Run a command; a user's mistake becomes a message on stderr and exit status 1."""
     try:
-        return run(args)
+        return run()
     except CompileError as e:
         print(e.render(), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"nanotc: {e.filename}: {e.strerror}", file=sys.stderr)
         return 1
-    except (RunError, ArgumentError, KeyError, ValueError, RuntimeError) as e:
+    except (RunError, UsageError, ArgumentError, KeyError, ValueError, RuntimeError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"nanotc {args.command}: {message}", file=sys.stderr)
+        print(f"nanotc {command}: {message}", file=sys.stderr)
         return 1

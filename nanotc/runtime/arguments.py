@@ -1,6 +1,7 @@
 """Binding Python launch arguments to a kernel's parameters, with every check done up front.
 
-A memref parameter takes a numpy array (or anything exposing the array interface) whose
+A memref parameter takes a numpy array (or a view of a torch tensor or anything else
+exposing DLPack or the array interface, without a copy: `nanotc.runtime.interop`) whose
 dtype matches the element type and whose element strides are whole multiples of the item
 size; static sizes and strides of the type must equal the array's (strides of modes of
 size at most 1, and all strides of an empty array, never address memory and are not
@@ -29,25 +30,9 @@ import numpy as np
 
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import GroupId, Load
-from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type
+from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.ir.values import OpResult
-
-_DTYPES: dict[ScalarType, np.dtype[Any]] = {
-    ScalarType.I1: np.dtype(np.bool_),
-    ScalarType.I8: np.dtype(np.int8),
-    ScalarType.I16: np.dtype(np.int16),
-    ScalarType.I32: np.dtype(np.int32),
-    ScalarType.I64: np.dtype(np.int64),
-    ScalarType.INDEX: np.dtype(np.int64),
-    ScalarType.F16: np.dtype(np.float16),
-    ScalarType.BF16: np.dtype(ml_dtypes.bfloat16),
-    ScalarType.F32: np.dtype(np.float32),
-    ScalarType.F64: np.dtype(np.float64),
-}
-
-
-def numpy_dtype(t: ScalarType) -> np.dtype[Any]:
-    return _DTYPES[t]
+from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
 
 
 class ArgumentError(ValueError):
@@ -153,6 +138,8 @@ def bind(name: str, t: Type, value: Any, reachable: int | None = None) -> BoundA
 
 def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
     dtype = numpy_dtype(t)
+    if not isinstance(value, np.ndarray | np.generic) and hasattr(value, "__dlpack__"):
+        value = _as_array(name, t, value)  # a 0-d tensor is a number, as a 0-d array is
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if t.is_int:
@@ -195,7 +182,28 @@ def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
                 raise ArgumentError(
                     name, f"element stride {want} in mode {mode} for {t}", _describe(array)
                 )
+    strides = _normalise_unit_modes(t, shape, strides)
     return MemrefView(array, array.__array_interface__["data"][0], shape, strides)
+
+
+def _normalise_unit_modes(
+    t: MemRefType, shape: tuple[int, ...], strides: tuple[int, ...]
+) -> tuple[int, ...]:
+    """A mode of size 1 is never stepped, so its stride is free; numpy gives such modes
+    arbitrary strides. The type's stride (if static) or the packed continuation of the
+    previous mode replaces it, so that fusing across it addresses what the array holds."""
+    if 1 not in shape:
+        return strides
+    out = list(strides)
+    for mode, size in enumerate(shape):
+        if size == 1:
+            static = t.stride[mode]
+            out[mode] = (
+                static
+                if static is not DYNAMIC
+                else (out[mode - 1] * shape[mode - 1] if mode else 1)
+            )
+    return tuple(out)
 
 
 @lru_cache(maxsize=1024)
@@ -218,9 +226,9 @@ def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None
         offset = 0
     if offset < 0:
         raise ArgumentError(name, "a non-negative group offset", str(offset))
-    batch = isinstance(value, np.ndarray) or hasattr(value, "__array_interface__")
+    batch = is_foreign_array(value)
     if batch:
-        value = np.asarray(value)
+        value = _as_array(name, t, value)
         _check_batch_order(name, t, value)  # before counting members along its last axis
         count = value.shape[-1]
     elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -311,12 +319,15 @@ def _byte_range(
     return low, address + sum(max(0, e) for e in extents) + itemsize
 
 
-def _as_array(name: str, t: MemRefType, value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    if hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__"):
-        return np.asarray(value)
-    raise ArgumentError(name, f"a numpy array for {t}", _describe(value))
+def _as_array(name: str, t: Type, value: Any) -> np.ndarray:
+    """The array itself, or a view of a foreign array's memory (torch tensors: no copy)."""
+    try:
+        array = as_ndarray(value)
+    except InteropError as e:
+        raise ArgumentError(name, f"an array in CPU memory for {t}", f"{e}") from None
+    if array is None:
+        raise ArgumentError(name, f"a numpy array for {t}", _describe(value))
+    return array
 
 
 def _describe(value: Any) -> str:

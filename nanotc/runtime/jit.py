@@ -34,12 +34,21 @@ def _initialize() -> None:
 
 def _load_compiler_runtime() -> None:
     """Make libgcc's helper functions (half-float conversions) visible to the JIT's linker."""
-    library = ctypes.util.find_library("gcc_s")
+    # the usual soname first: find_library runs `ldconfig -p`, which costs milliseconds
+    library = "libgcc_s.so.1" if _loadable("libgcc_s.so.1") else ctypes.util.find_library("gcc_s")
     if library is None:
         return  # not a libgcc platform: its C library provides the helpers
     # if it fails, f16 on targets without F16C cannot link; every other kernel still runs
     with contextlib.suppress(RuntimeError):
         llvm.load_library_permanently(library)
+
+
+def _loadable(name: str) -> bool:
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True
 
 
 def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
@@ -85,6 +94,36 @@ class JitModule:
     def __init__(self, module: llvm.ModuleRef, target: Target):
         self.module = module
         self.engine = llvm.create_mcjit_compiler(module, target_machine(target, jit=True))
+        self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        address = self.engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"no native function {name!r}")
+        return address
+
+
+def jit_object_code(module: llvm.ModuleRef, target: Target) -> bytes:
+    """An object file of `module` for loading into this process (`ObjectModule`): generated
+    as the JIT generates code (JIT code model), unlike `object_code`'s position-independent
+    object for linking with a system linker."""
+    return target_machine(target, jit=True).emit_object(module)
+
+
+class ObjectModule:
+    """Machine code from an object file (`jit_object_code`), linked into this process.
+
+    Loading links the object in memory (relocations, the C library's symbols) without
+    generating code, so it takes milliseconds: the kernel cache loads its entries this way."""
+
+    def __init__(self, data: bytes, target: Target):
+        _initialize()
+        machine = target_machine(target, jit=True)
+        empty = llvm.parse_assembly("")
+        empty.triple = machine.triple
+        empty.data_layout = str(machine.target_data)
+        self.engine = llvm.create_mcjit_compiler(empty, machine)
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
 
     def address(self, name: str) -> int:

@@ -174,11 +174,7 @@ def blas_case(kind: str, inputs: str, output: str, trans: str, beta: str, rng) -
     params = ["%alpha: f32"]
     for name in names:
         shape = shapes[name]
-        args.append(
-            np.asfortranarray(rng.standard_normal(shape)).astype(
-                NP16.get(inputs, inputs)
-            )
-        )
+        args.append(np.asfortranarray(rng.standard_normal(shape)).astype(NP16.get(inputs, inputs)))
         params.append(f"%{name}: memref<{inputs}x{'x'.join('?' * len(shape))}>")
     out_name = {"v": "o", "s": "s0", "m": "C"}[out_kind]
     out_type = f"memref<{output}{''.join('x?' for _ in out_shape)}>"

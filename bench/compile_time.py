@@ -1,0 +1,96 @@
+"""Cold and warm compile times through the kernel cache, each in a fresh process.
+
+    python -m bench.compile_time [--runs 5]
+
+For each kernel, `cold` is `nanotc.compile(source)` in a new process with an empty cache
+directory (parse, check, lower, emit LLVM IR, optimise, generate code, store the entry);
+`warm` is the same call in another new process once the entry exists (parse, check, load the
+object file). Both exclude `import nanotc`, reported separately. Medians over `--runs` processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, sys, time
+start = time.perf_counter()
+import nanotc
+imported = time.perf_counter()
+compilation = nanotc.compile(sys.stdin.read())
+done = time.perf_counter()
+print(json.dumps({"import": imported - start, "compile": done - imported,
+                  "origin": compilation.origin}))
+"""
+
+
+def cases() -> dict[str, str]:
+    """Kernel name -> source: from a tiny fused kernel to gemms with both lowering paths."""
+    from nanotc import recipes
+
+    os.environ["NANOTC_CACHE"] = "0"  # building the recipe here must not fill a cache
+    recipe = recipes.tall_and_skinny("f32", 16, 64).source
+    return {
+        "fused_kernel (examples/)": (ROOT / "examples" / "fused_kernel.ir").read_text(),
+        "W2 batched 64x64x64 f32": kernels.batched("f32", 64, 64, 64),
+        "W3 static 12544x64x147 f32": kernels.single("f32", 12544, 64, 147),
+        "W1 dynamic column block f64": kernels.column_blocks("f64", 128),
+        "tall_and_skinny f32 N=16 K=64": recipe,
+    }
+
+
+def run_child(source: str, cache_dir: str) -> dict[str, float | str]:
+    env = {**os.environ, "NANOTC_CACHE_DIR": cache_dir}
+    env.pop("NANOTC_CACHE", None)
+    result = subprocess.run([sys.executable, "-c", CHILD], input=source, capture_output=True,
+                            text=True, env=env, timeout=600, check=True)  # fmt: skip
+    return json.loads(result.stdout)
+
+
+def measure(source: str, runs: int) -> dict[str, float]:
+    cold, warm, imports = [], [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="nanotc-cache-") as directory:
+            first = run_child(source, directory)
+            second = run_child(source, directory)
+            assert (first["origin"], second["origin"]) == ("compiled", "disk"), (first, second)
+            cold.append(float(first["compile"]))
+            warm.append(float(second["compile"]))
+            imports.append(float(second["import"]))
+    return {
+        "cold": statistics.median(cold),
+        "warm": statistics.median(warm),
+        "import": statistics.median(imports),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="processes per median (default 5)")
+    args = parser.parse_args(argv)
+    print(f"median of {args.runs} processes each; times of nanotc.compile(), import excluded")
+    print("| kernel | cold (ms) | warm (ms) | cold / warm | import nanotc (ms) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, source in cases().items():
+        t = measure(source, args.runs)
+        print(
+            f"| {name} | {t['cold'] * 1e3:.0f} | {t['warm'] * 1e3:.1f} | "
+            f"{t['cold'] / t['warm']:.0f}x | {t['import'] * 1e3:.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Foreign arrays as numpy arrays without copies: torch tensors and any other producer of
+DLPack (`__dlpack__`) or of the array interface (`__array_interface__`).
+
+The result shares the producer's memory, so kernels read and write the tensor itself. DLPack
+is preferred: it carries strides and keeps the producer alive for as long as the numpy array
+lives. numpy's DLPack import has no bfloat16, so a torch bfloat16 tensor is viewed as int16
+(same bits, no copy) and the numpy array is re-viewed as `ml_dtypes.bfloat16`. torch is never
+imported here: a tensor's own module is used for that view.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+
+class InteropError(ValueError):
+    """A foreign array that cannot be shared with native code (device memory, autograd)."""
+
+
+def is_foreign_array(value: Any) -> bool:
+    """Whether `value` is an array nanotc can view without copying (numpy's included)."""
+    return (
+        isinstance(value, np.ndarray)
+        or hasattr(value, "__dlpack__")
+        or hasattr(value, "__array_interface__")
+    )
+
+
+def as_ndarray(value: Any) -> np.ndarray | None:
+    """A numpy view of `value`'s memory, or None if it is not an array of any known kind."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__"):
+        return _from_dlpack(value)
+    if hasattr(value, "__array_interface__"):
+        return np.asarray(value)
+    return None
+
+
+def _from_dlpack(value: Any) -> np.ndarray:
+    _check_torch_tensor(value)
+    if _is_torch_bfloat16(value):
+        torch = sys.modules["torch"]
+        return _import(value.view(torch.int16)).view(ml_dtypes.bfloat16)
+    return _import(value)
+
+
+def _import(value: Any) -> np.ndarray:
+    try:
+        return np.from_dlpack(value)
+    except (BufferError, TypeError, RuntimeError, ValueError) as e:
+        raise InteropError(f"cannot share its memory ({e})") from None
+
+
+def _check_torch_tensor(value: Any) -> None:
+    """torch refuses to export these; say what to do instead of repeating its message."""
+    if not _is_torch_tensor(value):
+        return
+    if value.device.type != "cpu":
+        raise InteropError(f"a tensor on device {value.device}: move it to the CPU first")
+    if value.requires_grad:
+        raise InteropError("a tensor that requires grad: pass tensor.detach() (no copy)")
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _is_torch_bfloat16(value: Any) -> bool:
+    return _is_torch_tensor(value) and value.dtype == sys.modules["torch"].bfloat16

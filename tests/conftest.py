@@ -1,0 +1,21 @@
+"""Session-wide test settings: the kernel cache and the tuning database live in a temporary
+directory, so tests neither read a developer's tuned choices nor fill ~/.cache/nanotc, and
+child processes (CLI tests) inherit the same directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    saved = os.environ.get("NANOTC_CACHE_DIR")
+    os.environ["NANOTC_CACHE_DIR"] = str(tmp_path_factory.mktemp("nanotc-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("NANOTC_CACHE_DIR", None)
+    else:
+        os.environ["NANOTC_CACHE_DIR"] = saved

@@ -1,0 +1,231 @@
+"""Ahead-of-time use from C: `nanotc compile --emit obj|shared --header`, then a C program built
+with plain gcc against the header and the object (or the shared library) runs the kernels; its
+printed results must equal numpy's on the same inputs."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nanotc
+from nanotc.codegen.aot import AotError, c_header, scalar_c_type
+from nanotc.ir.types import ScalarType
+
+GCC = shutil.which("gcc")
+needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
+
+# every kind of native argument: scalars, a group with per-member sizes/strides and a dynamic
+# offset, a static memref, a memref with dynamic sizes and strides; two kernels
+KERNELS = """\
+func @bgemm(%alpha: f32, %A: group<memref<f32x?x4>, offset: ?>, %B: memref<f32x4x3>,
+            %C: memref<f32x?x3x?>) {
+    %g = group_id
+    %a = load %A[%g] : group<memref<f32x?x4>, offset: ?>
+    %c = subview %C[:,:,%g] : memref<f32x?x3x?>
+    gemm.n.n %alpha, %a, %B, 0.0, %c : f32, memref<f32x?x4>, memref<f32x4x3>, f32, memref<f32x?x3>
+}
+func @shift(%n: i32, %flag: i1, %x: memref<f64x?>) {
+    %g = group_id
+    %v = load %x[%g] : memref<f64x?>
+    %k = cast %n : i32 -> f64
+    %s = arith.add %v, %k : f64
+    %t = if %flag -> (f64) { yield %s : f64 } else { yield %v : f64 }
+    store %t, %x[%g] : memref<f64x?>
+}
+"""
+
+M, GROUPS, OFFSET, LD = 5, 3, 2, 7  # member g is a 5x4 view, leading dimension 7, 2 elements in
+
+
+def inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (GROUPS, OFFSET + LD * 4)).astype(np.float32)  # flat member buffers
+    b = np.asfortranarray(rng.uniform(-1, 1, (4, 3)).astype(np.float32))
+    x = rng.uniform(-1, 1, 6)
+    return a, b, x
+
+
+def c_array(name: str, ctype: str, values: np.ndarray) -> str:
+    body = ", ".join(repr(float(v)) for v in values.ravel(order="F"))
+    return f"static {ctype} {name}[] = {{{body}}};"
+
+
+def c_program(header: str) -> str:
+    a, b, x = inputs()
+    return f"""\
+#include <stdio.h>
+#include "{header}"
+{c_array("a_data", "float", a.T)}
+{c_array("b_data", "float", b)}
+{c_array("x_data", "double", x)}
+int main(int argc, char **argv) {{
+    int64_t chunk = argc > 1 ? 2 : 0;
+    float *members[{GROUPS}];
+    int64_t sizes[{GROUPS}], strides[{GROUPS}];
+    for (int g = 0; g < {GROUPS}; ++g) {{
+        members[g] = a_data + g * {OFFSET + LD * 4};
+        sizes[g] = {M};
+        strides[g] = {LD};
+    }}
+    static float c_data[{M} * 3 * {GROUPS}];
+    bgemm_args args = {{0.5f, members, sizes, strides, {OFFSET}, b_data,
+                       c_data, {M}, {GROUPS}, {M}, {M * 3}}};
+    if (bgemm_launch(&args, {GROUPS}, chunk) != 0) return 1;
+    for (int i = 0; i < {M} * 3 * {GROUPS}; ++i) printf("%.9g\\n", c_data[i]);
+    shift_args s = {{3, 1, x_data, 6}};
+    if (shift_run(&s, 0, 4, 6) != 0) return 1;  /* a range: work-groups 0..3 only */
+    if (shift(-1, 0, x_data, 6, 4, 6, 6) != 0) return 1;  /* the entry itself, flag false */
+    for (int i = 0; i < 6; ++i) printf("%.17g\\n", x_data[i]);
+    return 0;
+}}
+"""
+
+
+def expected() -> np.ndarray:
+    a, b, x = inputs()
+    out = []
+    for g in range(GROUPS):
+        member = a[g, OFFSET:].reshape(4, LD).T[:M]  # column-major, leading dimension LD
+        out.append(0.5 * member.astype(np.float64) @ b.astype(np.float64))
+    c = np.stack(out, axis=2).ravel(order="F")
+    x = x.copy()
+    x[:4] += 3
+    return np.concatenate([c, x])
+
+
+def nanotc_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nanotc", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def build_and_run(tmp_path: Path, link: list[str], extra: list[str] = ()) -> np.ndarray:  # type: ignore[assignment]
+    (tmp_path / "main.c").write_text(c_program("kernels.h"))
+    exe = tmp_path / "main"
+    cmd = [GCC, "-std=c11", "-O1", "-Wall", "-Werror", *extra, "main.c", *link, "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert built.returncode == 0, built.stderr
+    ran = subprocess.run(
+        [str(exe), *(["chunked"] if extra else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return np.array([float(v) for v in ran.stdout.split()])
+
+
+@pytest.fixture(scope="module")
+def aot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("aot")
+    (directory / "kernels.ir").write_text(KERNELS)
+    for emit, out in (("obj", "kernels.o"), ("shared", "libkernels.so")):
+        result = nanotc_cli(
+            "compile",
+            "kernels.ir",
+            "--emit",
+            emit,
+            "-o",
+            out,
+            "--header",
+            "kernels.h",
+            cwd=directory,
+        )
+        assert result.returncode == 0, result.stderr
+    return directory
+
+
+@needs_gcc
+def test_c_program_with_the_object_file(aot_dir: Path) -> None:
+    got = build_and_run(aot_dir, ["kernels.o"])
+    np.testing.assert_allclose(got, expected(), rtol=1e-6, atol=1e-6)
+
+
+@needs_gcc
+def test_c_program_with_the_shared_library(aot_dir: Path) -> None:
+    got = build_and_run(aot_dir, ["-L.", "-lkernels", "-Wl,-rpath,$ORIGIN"])
+    np.testing.assert_allclose(got, expected(), rtol=1e-6, atol=1e-6)
+
+
+@needs_gcc
+def test_launch_helper_runs_chunks_in_parallel_with_openmp(aot_dir: Path) -> None:
+    probe = subprocess.run(
+        [GCC, "-fopenmp", "-x", "c", "-", "-o", str(aot_dir / "probe")],
+        input="int main(void){return 0;}",
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        pytest.skip("gcc has no OpenMP here")
+    got = build_and_run(aot_dir, ["kernels.o"], ["-fopenmp"])
+    np.testing.assert_allclose(got, expected(), rtol=1e-6, atol=1e-6)
+
+
+def test_shared_library_loads_with_ctypes(aot_dir: Path) -> None:
+    lib = ctypes.CDLL(str(aot_dir / "libkernels.so"))
+    lib.shift.restype = ctypes.c_int32
+    lib.shift.argtypes = [ctypes.c_int32, ctypes.c_uint8, ctypes.c_void_p] + [ctypes.c_int64] * 4
+    x = np.arange(5, dtype=np.float64)
+    assert lib.shift(10, 1, x.ctypes.data, 5, 1, 3, 5) == 0
+    assert x.tolist() == [0, 11, 12, 3, 4]
+
+
+def test_header_declares_the_calling_convention() -> None:
+    header = c_header(nanotc.load(KERNELS), "KERNELS_H")
+    assert (
+        "int32_t bgemm(float alpha, float **A, const int64_t *A_sizes0, const int64_t *A_strides1,"
+        in header
+    )
+    assert "int64_t A_offset, float *B, float *C, int64_t C_size0, int64_t C_size2," in header
+    assert "int32_t shift(int32_t n, uint8_t flag, double *x, int64_t x_size0," in header
+    assert "int32_t shift__packed(const uint64_t *slots, int64_t group_begin" in header
+    assert header.count("static inline int32_t") == 4  # _run and _launch per kernel
+    assert header.startswith("#ifndef KERNELS_H") and header.rstrip().endswith("KERNELS_H */")
+
+
+def test_scalar_c_types_follow_the_native_types() -> None:
+    assert scalar_c_type(ScalarType.I1) == "uint8_t"
+    assert scalar_c_type(ScalarType.INDEX) == "int64_t"
+    assert scalar_c_type(ScalarType.F16) == "uint16_t"  # the 16-bit pattern
+    assert scalar_c_type(ScalarType.BF16) == "uint16_t"
+    assert scalar_c_type(ScalarType.F64) == "double"
+
+
+def test_names_that_are_not_c_identifiers_are_refused_or_renamed() -> None:
+    with pytest.raises(AotError, match="not a C identifier"):
+        c_header(nanotc.load("func @int(%a: f32) {}\n"))
+    header = c_header(nanotc.load("func @k(%0: f32, %group_size: index, %int: i8) {}\n"))
+    assert "int32_t k(float arg0, int64_t arg1, int8_t arg2, int64_t group_begin," in header
+
+
+def test_shared_without_output_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "k.ir").write_text(KERNELS)
+    result = nanotc_cli("compile", "k.ir", "--emit", "shared", cwd=tmp_path)
+    assert result.returncode == 1 and "needs an output file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_c_compiler_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "k.ir").write_text(KERNELS)
+    monkeypatch.setenv("CC", "no-such-compiler")
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither cc nor gcc
+    result = subprocess.run(
+        [sys.executable, "-m", "nanotc", "compile", "k.ir", "--emit", "shared", "-o", "k.so"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "no C compiler found" in result.stderr
+    assert "Traceback" not in result.stderr

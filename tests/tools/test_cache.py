@@ -1,0 +1,218 @@
+"""The kernel cache: hits in memory and from disk (in another process), keys that change with
+everything that changes the code, damaged entries, disabling, and several threads and
+processes compiling at once. No timing is asserted; `origin` says where code came from."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nanotc
+from nanotc.lowering.choices import CompileOptions, GemmChoice
+from nanotc.runtime import cache as kernel_cache
+from nanotc.targets import get
+
+SCALE = """func @scale(%alpha: f64, %x: memref<f64x?>) {
+    %g = group_id
+    %v = load %x[%g] : memref<f64x?>
+    %w = arith.mul %v, %alpha : f64
+    store %w, %x[%g] : memref<f64x?>
+}
+"""
+
+CHILD = f"""
+import sys, numpy as np, nanotc
+c = nanotc.compile({SCALE!r})
+x = np.arange(4.0)
+c["scale"](2.0, x, group_size=4)
+assert x.tolist() == [0, 2, 4, 6], x
+print(c.origin)
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(directory))
+    monkeypatch.delenv("NANOTC_CACHE", raising=False)
+    return directory
+
+
+def entries(directory: Path) -> list[Path]:
+    return sorted((directory / "kernels").glob("*/*.nko"))
+
+
+def variant(i: int) -> str:
+    return SCALE.replace("@scale", f"@scale{i}")
+
+
+def run_scale(compilation: nanotc.Compilation, name: str = "scale") -> list[float]:
+    x = np.arange(4.0)
+    compilation[name](3.0, x, group_size=4)
+    return x.tolist()
+
+
+def test_second_compile_in_a_process_hits_memory(cache_dir: Path) -> None:
+    first = nanotc.compile(SCALE)
+    second = nanotc.compile(SCALE)
+    assert (first.origin, second.origin) == ("compiled", "memory")
+    assert second.native is first.native
+    assert run_scale(second) == [0, 3, 6, 9]
+    assert len(entries(cache_dir)) == 1
+
+
+def test_another_process_loads_the_entry_from_disk(cache_dir: Path) -> None:
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", CHILD],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ.copy(),
+        )
+        for _ in range(2)
+    ]
+    assert [o.returncode for o in outputs] == [0, 0], outputs[0].stderr + outputs[1].stderr
+    assert [o.stdout.strip() for o in outputs] == ["compiled", "disk"]
+
+
+def test_stages_are_still_available_after_a_hit(cache_dir: Path) -> None:
+    nanotc.compile(SCALE)
+    kernel_cache._caches.clear()  # as in a new process: only the disk entry is left
+    hit = nanotc.compile(SCALE)
+    assert hit.origin == "disk"
+    assert "define" in hit.optimized_ir() and "scale:" in hit.assembly()
+
+
+def test_key_changes_with_text_target_options_and_version(monkeypatch) -> None:
+    host, avx2 = get(None), get("avx2")
+    base = kernel_cache.cache_key(SCALE, host, "")
+    assert kernel_cache.cache_key(SCALE, host, "") == base
+    assert kernel_cache.cache_key(SCALE + "\n", host, "") != base
+    assert kernel_cache.cache_key(SCALE, avx2, "") != base
+    tuned = CompileOptions.of({"direct f64,f64,f64 n.n 8x8x8 r0": GemmChoice(tile=(1, 4))})
+    assert kernel_cache.cache_key(SCALE, host, tuned.fingerprint()) != base
+    monkeypatch.setattr(nanotc, "__version__", "999.0")
+    kernel_cache.compiler_fingerprint.cache_clear()
+    try:
+        assert kernel_cache.cache_key(SCALE, host, "") != base
+    finally:
+        monkeypatch.undo()
+        kernel_cache.compiler_fingerprint.cache_clear()
+
+
+def test_damaged_entry_is_a_miss_and_is_rewritten(cache_dir: Path) -> None:
+    nanotc.compile(SCALE)
+    (entry,) = entries(cache_dir)
+    data = entry.read_bytes()
+    entry.write_bytes(data[:-10] + b"\0" * 10)  # same length, wrong checksum
+    kernel_cache._caches.clear()
+    again = nanotc.compile(SCALE)
+    assert again.origin == "compiled" and run_scale(again) == [0, 3, 6, 9]
+    assert entry.read_bytes() != data[:-10] + b"\0" * 10
+    header = kernel_cache.read_header(entry)
+    assert header is not None and header["kernels"] == ["scale"]
+
+
+def test_disabled_cache_writes_nothing(cache_dir: Path, monkeypatch) -> None:
+    assert nanotc.compile(SCALE, cache=False).origin == "compiled"
+    monkeypatch.setenv("NANOTC_CACHE", "0")
+    assert nanotc.compile(SCALE).origin == "compiled"
+    assert nanotc.compile(SCALE).origin == "compiled"
+    assert not cache_dir.exists()
+    monkeypatch.setenv("NANOTC_CACHE", "memory")
+    assert [nanotc.compile(SCALE).origin for _ in range(2)] == ["compiled", "memory"]
+    assert not cache_dir.exists()
+
+
+def test_unwritable_directory_warns_once_and_still_compiles(tmp_path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(blocker / "cache"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = nanotc.compile(variant(1))
+        nanotc.compile(variant(2))
+    assert run_scale(first, "scale1") == [0, 3, 6, 9]
+    assert len([w for w in caught if "not writable" in str(w.message)]) == 1
+
+
+def test_threads_compiling_at_once(cache_dir: Path) -> None:
+    sources = [variant(i % 3) for i in range(9)]  # three kernels, each asked for three times
+    results: list[tuple[str, list[float]]] = [("", [])] * len(sources)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            compilation = nanotc.compile(sources[i])
+            results[i] = (compilation.origin, run_scale(compilation, f"scale{i % 3}"))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(sources))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all(values == [0, 3, 6, 9] for _, values in results)
+    assert sorted(origin for origin, _ in results).count("compiled") == 3  # once per kernel
+    assert len(entries(cache_dir)) == 3
+
+
+def test_processes_compiling_at_once(cache_dir: Path) -> None:
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+        )
+        for _ in range(3)
+    ]
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert [c.returncode for c in children] == [0, 0, 0], [err for _, err in outputs]
+    assert {out.strip() for out, _ in outputs} <= {"compiled", "disk"}
+    (entry,) = entries(cache_dir)
+    assert kernel_cache.read_header(entry) is not None
+    assert not list((cache_dir / "kernels").glob("*/.*.tmp"))  # no temporary file left
+
+
+def test_prune_keeps_the_disk_cache_under_its_limit(cache_dir: Path) -> None:
+    for i in range(4):
+        nanotc.compile(variant(i))
+    files = entries(cache_dir)
+    assert len(files) == 4
+    for age, path in enumerate(files):  # oldest first in this order
+        os.utime(path, (1000 + age, 1000 + age))
+    store = kernel_cache.KernelCache(cache_dir, max_bytes=sum(p.stat().st_size for p in files) - 1)
+    store.prune()  # over the limit: the oldest go until under three quarters of it
+    assert entries(cache_dir) == files[2:]
+
+
+def test_cache_command_reports_and_clears(cache_dir: Path) -> None:
+    nanotc.compile(SCALE)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nanotc", "cache", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ.copy(),
+        )
+
+    info = cli("info")
+    assert info.returncode == 0 and "entries: 1" in info.stdout and str(cache_dir) in info.stdout
+    assert cli("dir").stdout.strip() == str(cache_dir)
+    cleared = cli("clear")
+    assert cleared.returncode == 0 and "removed 1 cached kernels" in cleared.stdout
+    assert entries(cache_dir) == []

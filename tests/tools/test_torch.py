@@ -1,0 +1,105 @@
+"""torch CPU tensors wherever numpy arrays are accepted, without copies: kernels write into the
+tensors themselves (memrefs, groups as one batched tensor or a list, 0-d tensors as scalars,
+strided views, recipes). Skipped when torch is not installed."""
+
+from __future__ import annotations
+
+import pytest
+
+import nanotc
+from nanotc import recipes
+from nanotc.ir.types import GroupType, MemRefType, ScalarType
+from nanotc.runtime.arguments import ArgumentError, bind_group, bind_memref
+
+torch = pytest.importorskip("torch")
+
+GEMM = """func @gemm(%alpha: f32, %A: memref<f32x?x?,strided<1,?>>, %B: memref<f32x?x?,strided<1,?>>,
+                  %C: memref<f32x?x?,strided<1,?>>) {
+    gemm.n.n %alpha, %A, %B, 0.0, %C : f32, memref<f32x?x?,strided<1,?>>, memref<f32x?x?,strided<1,?>>, f32, memref<f32x?x?,strided<1,?>>
+}
+"""
+
+BATCHED = """func @bgemm(%A: group<memref<f64x4x4>>, %B: memref<f64x4x4>, %C: memref<f64x4x4x?>) {
+    %g = group_id
+    %a = load %A[%g] : group<memref<f64x4x4>>
+    %c = subview %C[:, :, %g] : memref<f64x4x4x?>
+    gemm.n.n 1.0, %a, %B, 0.0, %c : f64, memref<f64x4x4>, memref<f64x4x4>, f64, memref<f64x4x4>
+}
+"""
+
+COPY = """func @copy(%x: memref<{t}x?>, %y: memref<{t}x?>) {{
+    %g = group_id
+    %v = load %x[%g] : memref<{t}x?>
+    store %v, %y[%g] : memref<{t}x?>
+}}
+"""
+
+
+def column_major(rows: int, cols: int, dtype=torch.float32):  # type: ignore[no-untyped-def]
+    """A rows x cols tensor with unit stride down columns (the language's default layout)."""
+    return torch.randn(cols, rows, dtype=dtype).t()
+
+
+def test_gemm_writes_into_column_major_tensors() -> None:
+    a, b = column_major(7, 5), column_major(5, 3)
+    c = column_major(9, 3)[1:8]  # a strided view: leading dimension 9
+    kernel = nanotc.compile(GEMM)["gemm"]
+    kernel(torch.tensor(2.0), a, b, c, group_size=1)  # a 0-d tensor as the scalar alpha
+    torch.testing.assert_close(c, 2.0 * a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_groups_from_a_batched_tensor_and_from_a_list() -> None:
+    kernel = nanotc.compile(BATCHED)["bgemm"]
+    members = [column_major(4, 4, torch.float64) for _ in range(3)]
+    b = column_major(4, 4, torch.float64)
+    c = torch.zeros(3, 4, 4, dtype=torch.float64).permute(2, 1, 0)  # 4 x 4 x 3, column-major
+    kernel(members, b, c, group_size=3)
+    for g in range(3):
+        torch.testing.assert_close(c[:, :, g], members[g] @ b)
+    stacked = torch.stack([m.t() for m in members]).permute(2, 1, 0)  # one tensor, last axis g
+    c.zero_()
+    kernel(stacked, b, c, group_size=3)
+    for g in range(3):
+        torch.testing.assert_close(c[:, :, g], members[g] @ b)
+
+
+@pytest.mark.parametrize(
+    ("language", "dtype"),
+    [("f16", torch.float16), ("i8", torch.int8), ("i64", torch.int64), ("i1", torch.bool)],
+)
+def test_other_element_types_share_memory(language: str, dtype) -> None:  # type: ignore[no-untyped-def]
+    x = (torch.arange(6) % 2 == 1) if dtype is torch.bool else torch.arange(6).to(dtype)
+    y = torch.zeros(6, dtype=dtype)
+    nanotc.compile(COPY.format(t=language))["copy"](x, y, group_size=6)
+    assert torch.equal(x, y)
+
+
+def test_views_are_not_copies_bfloat16_included() -> None:
+    for dtype, element in ((torch.bfloat16, ScalarType.BF16), (torch.float32, ScalarType.F32)):
+        t = column_major(4, 6, dtype)[:, 1:5]
+        view = bind_memref("t", MemRefType(element, (4, 4), (1, 4)), t)
+        assert view.address == t.data_ptr() and view.strides == (1, 4)
+    batch = torch.zeros(2, 4, 4).permute(2, 1, 0)
+    group = bind_group("g", GroupType(MemRefType(ScalarType.F32, (4, 4), (1, 4)), 0), batch)
+    assert int(group.addresses[1]) == batch.data_ptr() + 16 * 4
+
+
+def test_tensors_that_cannot_be_shared_are_clear_errors() -> None:
+    kernel = nanotc.compile(GEMM)["gemm"]
+    a = column_major(2, 2).requires_grad_()
+    with pytest.raises(ArgumentError, match=r"%A: expected an array in CPU memory .*detach"):
+        kernel(1.0, a, column_major(2, 2), column_major(2, 2), group_size=1)
+
+
+def test_recipes_take_tensors() -> None:
+    tas = recipes.tall_and_skinny("f32", 4, 8, M_block_size=32)
+    a, b, c = column_major(100, 8), column_major(8, 4), column_major(100, 4)
+    want = 0.5 * a @ b + c
+    tas(0.5, a, b, 1.0, c)
+    torch.testing.assert_close(c, want, rtol=1e-5, atol=1e-5)
+    gemm = recipes.small_gemm_batched("f64", "n", "n", 3, 3, 3, 3, 9, 3, 9, 3, 9)
+    flat = [torch.rand(27, dtype=torch.float64) for _ in range(3)]
+    gemm(1.0, flat[0], flat[1], 0.0, flat[2], 3)
+    for g in range(3):
+        a_g, b_g = (f[9 * g : 9 * g + 9].reshape(3, 3).t() for f in flat[:2])
+        torch.testing.assert_close(flat[2][9 * g : 9 * g + 9].reshape(3, 3).t(), a_g @ b_g)

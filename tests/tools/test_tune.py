@@ -1,0 +1,226 @@
+"""Tuning: overrides reach lowering (and only valid ones), the gemm signatures a kernel has,
+the tuning database, and `tune`/`nanotc tune` end to end with a tiny budget (no speed is
+asserted: only that a winner is stored, later compiles use it, and results stay right)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nanotc
+from nanotc.lowering.choices import BATCH, BLOCKED, DIRECT, CompileOptions, GemmChoice
+from nanotc.lowering.register_tile import choose
+from nanotc.targets import get
+from nanotc.tuning import database
+from nanotc.tuning.tuner import TuneError, gemm_sites, tile_candidates, tune
+
+AVX2 = get("avx2")
+
+
+def square(n: int, dtype: str = "f32") -> str:
+    t = f"memref<{dtype}x{n}x{n}>"
+    return f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+    gemm.n.n 1.0, %A, %B, 0.0, %C : {dtype}, {t}, {t}, {dtype}, {t}
+}}
+"""
+
+
+MIXED = """func @mixed(%A: group<memref<f64x8x8>>, %B: group<memref<f64x8x8>>, %C: memref<f64x8x8>,
+              %x: memref<f64x?>, %y: memref<f64x?>, %M: memref<f64x?x?>, %n: index) {
+    for %i = 0, %n {
+        %a = load %A[%i] : group<memref<f64x8x8>>
+        %b = load %B[%i] : group<memref<f64x8x8>>
+        gemm.n.n 1.0, %a, %b, 1.0, %C : f64, memref<f64x8x8>, memref<f64x8x8>, f64, memref<f64x8x8>
+    }
+    gemv.n 1.0, %M, %x, 0.0, %y : f64, memref<f64x?x?>, memref<f64x?>, f64, memref<f64x?>
+}
+"""
+
+
+def tiles_of(tiled: str) -> set[str]:
+    return set(re.findall(r"tile (\d+ x \d+)", tiled))
+
+
+def test_override_replaces_the_analytical_tile() -> None:
+    text = square(64)
+    analytical = nanotc.compile(text, AVX2, options=CompileOptions())
+    (site,) = gemm_sites(analytical.program.function("k"), AVX2)
+    assert site.key == "direct f32,f32,f32 n.n 64x64x64 r0"
+    tile = choose(AVX2, nanotc.ir.types.ScalarType.F32, 64, 64, 64)
+    assert site.analytical.tile == (tile.mv, tile.nr)
+    assert f"{tile.mr} x {tile.nr}" in tiles_of(analytical.tiled())
+    tuned = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: GemmChoice((1, 3))}))
+    assert tiles_of(tuned.tiled()) == {"8 x 3", "8 x 1"}  # 64 = 21 x 3 + 1 columns
+
+
+def test_override_that_does_not_fit_the_registers_is_ignored() -> None:
+    text = square(64)
+    key = "direct f32,f32,f32 n.n 64x64x64 r0"
+    spilling = nanotc.compile(text, AVX2, options=CompileOptions.of({key: GemmChoice((4, 8))}))
+    analytical = nanotc.compile(text, AVX2, options=CompileOptions())
+    assert spilling.tiled() == analytical.tiled()
+
+
+def test_blocking_override_sets_the_block_loops() -> None:
+    text = square(1024)
+    (site,) = gemm_sites(nanotc.load(text).function("k"), AVX2)
+    assert site.signature.path == BLOCKED and site.analytical.blocking is not None
+    mv, nr = site.analytical.tile  # type: ignore[misc]
+    mr = mv * AVX2.lanes(nanotc.ir.types.ScalarType.F32)
+    choice = GemmChoice((mv, nr), (mr * 8, 64, nr * 24))
+    tiled = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: choice})).tiled()
+    assert f"= 0, 1024, {nr * 24} {{" in tiled  # nc
+    assert "= 0, 1024, 64 {" in tiled  # kc
+    assert f"= 0, 1024, {mr * 8} {{" in tiled  # mc
+    not_whole = GemmChoice((mv, nr), (mr * 8 + 1, 64, nr * 24))
+    ignored = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: not_whole}))
+    assert ignored.tiled() == nanotc.compile(text, AVX2, options=CompileOptions()).tiled()
+
+
+def test_gemm_sites_of_a_kernel() -> None:
+    func = nanotc.load(MIXED).function("mixed")
+    small = gemm_sites(func, AVX2)
+    assert [(s.signature.path, s.signature.shape) for s in small] == [
+        (BATCH, (8, 8, 8)),
+        (DIRECT, (None, 1, None)),  # the gemv, as a one-column gemm
+    ]
+    large = [np.zeros((600, 600))]  # arrays beyond half of L2: the blocked path may run
+    paths = [s.signature.path for s in gemm_sites(func, AVX2, large)]
+    assert paths == [BATCH, DIRECT, BLOCKED]
+
+
+def test_tile_candidates_fit_and_leave_out_the_analytical_choice() -> None:
+    (site,) = gemm_sites(nanotc.load(square(64)).function("k"), AVX2)
+    options = tile_candidates(site, AVX2, 50)
+    assert options and site.analytical.tile not in options
+    assert all(mv * nr + mv + 1 <= AVX2.vector_registers for mv, nr in options)
+    assert len(tile_candidates(site, AVX2, 3)) == 3
+
+
+def test_database_records_per_target(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    key = "direct f32,f32,f32 n.n 64x64x64 r0"
+    database.record(AVX2, {key: {"tile": [1, 3], "seconds": 1.0}})
+    assert database.options_for(AVX2).get(key) == GemmChoice((1, 3))
+    assert database.options_for(get("generic")).gemms == ()
+    monkeypatch.setenv("NANOTC_TUNING", "0")
+    assert database.options_for(AVX2).gemms == ()
+    monkeypatch.delenv("NANOTC_TUNING")
+    assert database.forget(AVX2) == 1 and database.options_for(AVX2).gemms == ()
+    (tmp_path / "tuning.json").write_text("{ damaged")
+    assert database.options_for(AVX2).gemms == ()
+    database.record(AVX2, {key: {"tile": [2, 2]}})  # a damaged file is replaced
+    assert json.loads((tmp_path / "tuning.json").read_text())["format"] == database.FORMAT
+
+
+BATCHED = """func @bgemm(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: memref<f32x16x16x?>) {
+    %g = group_id
+    %a = subview %A[:, :, %g] : memref<f32x16x16x?>
+    %b = subview %B[:, :, %g] : memref<f32x16x16x?>
+    %c = subview %C[:, :, %g] : memref<f32x16x16x?>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x16x16>, memref<f32x16x16>, f32, memref<f32x16x16>
+}
+"""
+
+
+def batched_arguments(rng: np.random.Generator) -> list[np.ndarray]:
+    return [np.asfortranarray(rng.uniform(-1, 1, (16, 16, 8)).astype(np.float32)) for _ in "ABC"]
+
+
+def test_tune_stores_a_winner_that_later_compiles_use(tmp_path, monkeypatch, rng) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    args = batched_arguments(rng)
+    originals = [a.copy() for a in args]
+    messages: list[str] = []
+    result = tune(
+        BATCHED,
+        "bgemm",
+        args,
+        8,
+        num_threads=1,
+        budget=1.0,
+        tiles=2,
+        repeats=1,
+        progress=messages.append,
+    )
+    assert all(np.array_equal(a, b) for a, b in zip(args, originals))  # inputs untouched
+    assert result.stored and messages[-1].startswith("stored in")
+    (site,) = result.sites
+    stored = database.entries(get(None))[site.site.key]
+    assert tuple(stored["tile"]) == site.best.tile
+    later = nanotc.compile(BATCHED)
+    assert later.options.gemms == ((site.site.key, site.best),)
+    c = args[2].copy(order="F")
+    later["bgemm"](*args[:2], c, group_size=8)
+    want = np.einsum("ikg,kjg->ijg", args[0].astype(np.float64), args[1]) + args[2]
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_tune_refuses_kernels_without_gemms(rng) -> None:
+    text = "func @k(%x: memref<f32x4>) {\n}\n"
+    with pytest.raises(TuneError, match="nothing to tune"):
+        tune(text, "k", [np.zeros(4, dtype=np.float32)], 1, store=False, progress=lambda m: None)
+
+
+def nanotc_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nanotc", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+def test_tune_command_shows_progress_and_stores(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "k.ir").write_text(BATCHED)
+    common = [
+        "tune",
+        "k.ir",
+        "--kernel",
+        "bgemm",
+        "--group-size",
+        "4",
+        "--size",
+        "A.2=4",
+        "--size",
+        "B.2=4",
+        "--size",
+        "C.2=4",
+        "--budget",
+        "1",
+        "--tiles",
+        "1",
+        "--repeat",
+        "1",
+        "--threads",
+        "1",
+    ]
+    dry = nanotc_cli(*common, "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "analytical choices:" in dry.stderr and "[1/1] direct f32,f32,f32" in dry.stderr
+    assert not (tmp_path / "cache" / "tuning.json").exists()
+    stored = nanotc_cli(*common, cwd=tmp_path)
+    assert stored.returncode == 0, stored.stderr
+    assert (
+        "stored in" in stored.stderr and "direct f32,f32,f32 n.n 16x16x16 r0: tile" in stored.stdout
+    )
+    assert (tmp_path / "cache" / "tuning.json").exists()
+
+
+def test_tune_command_errors_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "k.ir").write_text("func @k(%x: memref<f32x4>) {\n}\n")
+    result = nanotc_cli("tune", "k.ir", "--kernel", "k", "--group-size", "1", cwd=tmp_path)
+    assert result.returncode == 1 and "nothing to tune" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = nanotc_cli("tune", "k.ir", "--kernel", "nope", "--group-size", "1", cwd=tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
