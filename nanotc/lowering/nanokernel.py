@@ -59,6 +59,21 @@ class GemmNanokernel:
     batched: bool
     dot: bool = False  # bf16 pairs along K through vdpbf16ps (VNNI) instead of FMAs
 
+    @property
+    def accumulates_on_c(self) -> bool:
+        """C := C + A B with f32/f64 C in whole vectors: the accumulators start as the tile
+        of C, so the epilogue only stores (no zeroing, no second pass over C). Not with masked
+        vectors: a masked store covers a whole vector's bytes, and the next tile's first load
+        of C overlapping them, issued right after it, could not be forwarded from it."""
+        return (
+            self.rows == self.vectors * self.lanes
+            and self.beta is Beta.ONE
+            and self.alpha_is_one
+            and not self.atomic
+            and self.c_access is Access.CONTIGUOUS
+            and self.compute in (ScalarType.F32, ScalarType.F64)
+        )
+
     def active_lanes(self, vector: int) -> int | None:
         """Active lanes of one vector of a tile column (None: decided by a run-time mask,
         on every vector, since a run-time remainder may be shorter than one vector)."""
@@ -71,7 +86,7 @@ class GemmNanokernel:
         lines = [
             f"nanokernel {self.compute} on {self.target}: {mv}x{L} rows x {nr} columns, "
             f"{mv * nr} accumulators, fma={'fused' if self.fused else 'mul+add'}",
-            f"  zero acc[0..{mv - 1}][0..{nr - 1}]",
+            f"  acc[0..{mv - 1}][0..{nr - 1}] := " + ("C[tile]" if self.accumulates_on_c else "0"),
         ]
         if self.batched:
             lines.append("  for each batch element: A, B := region(b)")
@@ -84,6 +99,8 @@ class GemmNanokernel:
         beta = {Beta.ZERO: "", Beta.ONE: " + C", Beta.GENERAL: " + beta*C"}.get(
             self.beta, " + beta*C (if beta != 0)"
         )
+        if self.accumulates_on_c:
+            beta = ""
         store = "vstore" if self.c_access is Access.CONTIGUOUS else "vscatter"
         atomic = " atomically per element" if self.atomic else ""
         lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")

@@ -117,6 +117,42 @@ def test_blocked_path_packs_and_stays_spill_free() -> None:
     check_hot_loops(text, "avx512")
 
 
+def test_blocked_path_reads_packed_panels_without_masks() -> None:
+    """Packed A panels are zero-padded to whole tiles, so the K loop loads them unmasked even
+    when the block's rows are only known at run time (M = 1000 is not a whole number of
+    blocks): no lane masks built or applied in the K loop, only in C's epilogue."""
+    t = "memref<f32x1000x1000>"
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {t}, {t}, f32, {t}
+}}"""
+    assert "tile.pack" in nanotc.compile(text, target="avx512").tiled()
+    k_loops = [loop for loop in asm.hot_loops(assembly(text, "avx512"), "k")
+               if loop.count("vfmadd") >= 24]  # fmt: skip
+    assert k_loops
+    for loop in k_loops:
+        assert not any(i.startswith(("vpcmp", "kunpck", "kmov")) or "{%k" in i
+                       for i in loop.instructions), loop.label  # fmt: skip
+
+
+def test_small_tile_loads_all_of_c_before_storing() -> None:
+    """A 20 x 9 C is two vectors per column, the second masked: every load of C comes
+    before the first masked store, which would block forwarding to overlapping later loads."""
+    lines = asm.function_lines(assembly(batched_gemm("f32", 20, 9, 20), "avx512"), "k")
+    masked_loads = [n for n, line in enumerate(lines) if "{%k" in line and "{z}" in line]
+    masked_stores = [n for n, line in enumerate(lines)
+                     if line.strip().startswith("vmovups") and "{%k" in line and "{z}" not in line]  # fmt: skip
+    assert masked_loads and masked_stores
+    assert max(masked_loads) < min(masked_stores)
+
+
+def test_whole_vector_tiles_accumulate_onto_c() -> None:
+    """C := C + A B on whole vectors starts the accumulators from C: no adds of C after the
+    K loop."""
+    text = batched_gemm("f32", 64, 64, 64)
+    assert "acc[0..1][0..13] := C[tile]" in nanotc.compile(text, target="avx512").nanokernels()
+    assert "vaddps" not in assembly(text, "avx512")
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -35,7 +35,8 @@ from nanotc.codegen.llvm.types import (
 )
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
-from nanotc.ir.types import ScalarType
+from nanotc.ir.types import DYNAMIC, ScalarType
+from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import Access, Beta, GemmNanokernel, plan
 
 Accumulators = list[ir.Value]  # index j * vectors + v
@@ -51,6 +52,9 @@ class NanokernelEmitter:
         self.row = e.dim(inst.row)
         self.col = e.dim(inst.col)
         self.masks = [self._mask(v) for v in range(p.vectors)]
+        # A packed into whole panels (or any A holding every row of the tile) is read
+        # without masks: only C's rows end at `rows`
+        self.a_masks = [None] * p.vectors if _a_covers_tile(inst, p) else self.masks
 
     def _mask(self, v: int) -> ir.Value | None:
         lanes = self.p.active_lanes(v)
@@ -60,8 +64,24 @@ class NanokernelEmitter:
             self.b, self.p.lanes, v * self.p.lanes, self.e.index_value(self.inst.rows)
         )
 
-    def zero(self) -> Accumulators:
-        return [vec.zeros(self.type)] * (self.p.vectors * self.p.columns)
+    def initial(self, c: MemrefValue) -> Accumulators:
+        """Zeros, or the tile of C itself when the kernel accumulates onto C."""
+        p = self.p
+        if not p.accumulates_on_c:
+            return [vec.zeros(self.type)] * (p.vectors * p.columns)
+        return [
+            vec.load(
+                self.b, self.type, self._c_pointer(c, j, v), self.masks[v], c.type.element.size
+            )
+            for j in range(p.columns)
+            for v in range(p.vectors)
+        ]
+
+    def _c_pointer(self, c: MemrefValue, j: int, v: int) -> ir.Value:
+        b = self.b
+        column = mul(b, add(b, self.col, j), c.stride[1])
+        row = mul(b, add(b, self.row, v * self.p.lanes), c.stride[0])
+        return element_ptr(b, c.ptr, c.type.element, add(b, row, column))
 
     # -- the K loop ----------------------------------------------------------------------------
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
@@ -115,7 +135,7 @@ class NanokernelEmitter:
             element_ptr(b, bm.ptr, bm.type.element, mul(b, add(b, self.col, j), bm.stride[b_cols]))
             for j in range(p.columns)
         ]
-        pairs = _PairLoads(b, p, self.masks, a_base, a.stride[a_k], bm.stride[b_k])
+        pairs = _PairLoads(b, p, self.a_masks, a_base, a.stride[a_k], bm.stride[b_k])
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = [pairs.a_pairs(k, v, second) for v in range(p.vectors)]
@@ -182,10 +202,10 @@ class NanokernelEmitter:
         offset = mul(b, k, k_stride)
         if pointers is None:
             ptr = element_ptr(b, base, element, add(b, offset, v * p.lanes))
-            loaded = vec.load(b, t, ptr, self.masks[v], element.size)
+            loaded = vec.load(b, t, ptr, self.a_masks[v], element.size)
         else:
             moved = b.gep(pointers[v], [as_value(b, offset)], source_etype=memory_type(element))
-            loaded = vec.gather(b, t, moved, self.masks[v], element.size)
+            loaded = vec.gather(b, t, moved, self.a_masks[v], element.size)
         return vec.to_register(b, loaded, element, self.type)
 
     # -- the epilogue --------------------------------------------------------------------------
@@ -196,7 +216,9 @@ class NanokernelEmitter:
             return
         alpha = None if p.alpha_is_one else vec.splat(b, self._alpha(), p.lanes)
         scaled = acc if alpha is None else [b.fmul(x, alpha) for x in acc]
-        if p.beta is Beta.RUNTIME:
+        if p.accumulates_on_c:
+            self._store_tile(scaled, c, Beta.ZERO)  # the sum already holds C
+        elif p.beta is Beta.RUNTIME:
             beta = self._beta()
             with b.if_else(b.fcmp_ordered("==", beta, ir.Constant(beta.type, 0))) as (zero, other):
                 with zero:
@@ -207,14 +229,17 @@ class NanokernelEmitter:
             self._store_tile(scaled, c, p.beta)
 
     def _store_tile(self, values: Accumulators, c: MemrefValue, beta: Beta) -> None:
+        """C := values (+ beta C). Every load of C comes before the first store: a masked
+        store covers a whole vector's bytes, so a later load of the next column overlapping
+        them (a column shorter than the vector) could not be forwarded and would wait for the
+        store to reach the cache, once per column."""
         p, b = self.p, self.b
         element = c.type.element
         beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
+        stores = []
         for j in range(p.columns):
-            column = mul(b, add(b, self.col, j), c.stride[1])
             for v in range(p.vectors):
-                row = mul(b, add(b, self.row, v * p.lanes), c.stride[0])
-                ptr = element_ptr(b, c.ptr, element, add(b, row, column))
+                ptr = self._c_pointer(c, j, v)
                 value = values[j * p.vectors + v]
                 pointers = None
                 if p.c_access is Access.STRIDED:
@@ -226,10 +251,12 @@ class NanokernelEmitter:
                         if beta_vector is None
                         else vec.fma(b, beta_vector, old, value, p.fused)
                     )
-                if pointers is None:
-                    vec.store(b, value, ptr, self.masks[v], element.size)
-                else:
-                    vec.scatter(b, value, pointers, self.masks[v], element.size)
+                stores.append((value, ptr, pointers, self.masks[v]))
+        for value, ptr, pointers, mask in stores:
+            if pointers is None:
+                vec.store(b, value, ptr, mask, element.size)
+            else:
+                vec.scatter(b, value, pointers, mask, element.size)
 
     def _alpha(self) -> ir.Value:
         alpha = self.inst.alpha
@@ -277,6 +304,14 @@ class NanokernelEmitter:
             row = mul(b, add(b, self.row, i), c.stride[0])
             column = mul(b, add(b, self.col, j), c.stride[1])
             write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
+
+
+def _a_covers_tile(inst: TileGemm | TileBatchGemm, p: GemmNanokernel) -> bool:
+    """A's static shape holds all mr rows of the tile from a static first row."""
+    if isinstance(inst, TileBatchGemm) or not isinstance(inst.row, Constant):
+        return False
+    rows = inst.a.type.shape[1 if inst.trans_a is Transpose.T else 0]
+    return rows != DYNAMIC and int(inst.row.value) + p.vectors * p.lanes <= rows
 
 
 def schedule_barrier(b: ir.IRBuilder) -> None:
@@ -332,7 +367,7 @@ class _PairLoads:
 def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
     schedule_barrier(e.b)
-    acc = kernel.accumulate(kernel.zero(), e.value(inst.a), e.value(inst.b))
+    acc = kernel.accumulate(kernel.initial(e.value(inst.c)), e.value(inst.a), e.value(inst.b))
     kernel.epilogue(acc, e.value(inst.c))
     schedule_barrier(e.b)
 
@@ -347,7 +382,9 @@ def _tile_batch_gemm(e: FunctionEmitter, inst: TileBatchGemm) -> None:
 
     start, stop, step = (e.dim(v) for v in (inst.start, inst.stop, inst.step))
     if step == 1:
-        acc = carried_loop(e.b, start, stop, 1, kernel.zero(), element, name="batch")
+        acc = carried_loop(
+            e.b, start, stop, 1, kernel.initial(e.value(inst.c)), element, name="batch"
+        )
     else:
         b = e.b
         trips = trip_count(b, as_value(b, start), as_value(b, stop), as_value(b, step))
@@ -355,7 +392,7 @@ def _tile_batch_gemm(e: FunctionEmitter, inst: TileBatchGemm) -> None:
         def counted(t: ir.Value, acc: Accumulators) -> Accumulators:
             return element(b.add(as_value(b, start), b.mul(t, as_value(b, step))), acc)
 
-        acc = carried_loop(b, 0, trips, 1, kernel.zero(), counted, name="batch")
+        acc = carried_loop(b, 0, trips, 1, kernel.initial(e.value(inst.c)), counted, name="batch")
     kernel.epilogue(acc, e.value(inst.c))
 
 

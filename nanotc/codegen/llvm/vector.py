@@ -9,7 +9,7 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm import float16
 from nanotc.codegen.llvm.helpers import as_value, intrinsic, mul
-from nanotc.codegen.llvm.types import I1, I32, I64, PTR, Dim, memory_type
+from nanotc.codegen.llvm.types import I1, I32, PTR, Dim, memory_type
 from nanotc.ir.types import ScalarType
 
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "i16": "i16", "i32": "i32", "i64": "i64"}
@@ -45,9 +45,21 @@ def static_mask(lanes: int, active: int) -> ir.Constant | None:
 
 
 def dynamic_mask(b: ir.IRBuilder, lanes: int, first_row: int, rows: ir.Value) -> ir.Value:
-    """Lanes whose row first_row + lane is below `rows`."""
-    iota = ir.Constant(vector_type(I64, lanes), [first_row + i for i in range(lanes)])
-    return b.icmp_signed("<", iota, splat(b, rows, lanes))
+    """Lanes whose row first_row + lane is below `rows`. The count of such lanes is clamped
+    in a scalar first, so one compare of 32-bit lanes makes the mask (one instruction, where
+    comparing 64-bit rows would take one per 8 lanes and a merge)."""
+    count = b.sub(rows, ir.Constant(rows.type, first_row))
+    count = b.select(
+        b.icmp_signed("<", count, ir.Constant(rows.type, 0)), ir.Constant(rows.type, 0), count
+    )
+    count = b.select(
+        b.icmp_signed(">", count, ir.Constant(rows.type, lanes)),
+        ir.Constant(rows.type, lanes),
+        count,
+    )
+    narrow = b.trunc(count, I32) if rows.type != I32 else count
+    iota = ir.Constant(vector_type(I32, lanes), list(range(lanes)))
+    return b.icmp_signed("<", iota, splat(b, narrow, lanes))
 
 
 def load(
