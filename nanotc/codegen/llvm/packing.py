@@ -25,7 +25,7 @@ from nanotc.codegen.llvm.helpers import (
     mul,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, update_output, write_output
-from nanotc.codegen.llvm.types import MemrefValue, const, register_type
+from nanotc.codegen.llvm.types import I32, Dim, MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileMin, TilePack, TileScale
 from nanotc.ir.values import Constant
@@ -66,14 +66,21 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     target: MemrefValue = e.value(inst.target)
     x = _PackedBlock(e, source, target, inst)
     panels = div(b, add(b, x.rows, inst.panel - 1), inst.panel)
-    with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, x.cols, name="k") as k:
+    with for_range(b, 0, panels, name="panel") as q:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
-        src, dst = x.source_column(first_row, k), x.target_column(first_row, k)
         if x.row_stride == 1:
-            x.copy_vectors(src, dst, valid)
+            with for_range(b, 0, x.cols, name="k") as k:
+                x.copy_vectors(x.source_column(first_row, k), x.target_column(first_row, k), valid)
+        elif x.transposes_by_vectors():
+            whole = b.icmp_signed(">=", valid, const(inst.panel))
+            with b.if_else(whole, likely=True) as (full, partial):
+                with full:
+                    x.transpose_panel(first_row)
+                with partial:
+                    x.copy_panel_elements(first_row, 0, valid)
         else:
-            x.copy_elements(src, dst, valid)
+            x.copy_panel_elements(first_row, 0, valid)
 
 
 class _PackedBlock:
@@ -115,6 +122,45 @@ class _PackedBlock:
             out = element_ptr(b, dst, self.dst_t, v)
             b.store(vec.to_register(b, loaded, self.src_t, t_out), out, align=self.dst_t.size)
 
+    def copy_panel_elements(self, first_row: ir.Value, first_col: Dim, valid: ir.Value) -> None:
+        with for_range(self.b, first_col, self.cols, name="k") as k:
+            src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
+            self.copy_elements(src, dst, valid)
+
+    def transposes_by_vectors(self) -> bool:
+        """op(X)'s columns are contiguous (B^T of a column-major B): whole panels are
+        transposed in registers, `lanes` columns by `lanes` rows at a time."""
+        return (
+            self.col_stride == 1
+            and self.src_t == self.dst_t
+            and self.src_t.bits in (32, 64)
+            and self.e.state.target.vector_bits >= 256
+        )
+
+    def transpose_panel(self, first_row: ir.Value) -> None:
+        """A whole panel: for each chunk of `lanes` columns (K), load `lanes` rows of op(X)
+        as vectors along K, transpose them with shuffles, and store each K step's row
+        segment; the last K columns are copied element by element."""
+        b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
+        main = b.mul(div(b, as_value(b, self.cols), lanes), const(lanes))
+        with for_range(b, 0, main, step=lanes, name="kv") as k:
+            for group in range(0, self.panel, lanes):
+                width = min(lanes, self.panel - group)
+                rows = [self._source_vector(first_row, group + i, k, lanes) for i in range(width)]
+                rows += [vec.zeros(rows[0].type)] * (lanes - width)
+                for kk, out in enumerate(transpose(b, rows)):
+                    column = self.target_column(first_row, b.add(k, const(kk)))
+                    dst = element_ptr(b, column, self.dst_t, group)
+                    mask = None if width == lanes else vec.static_mask(lanes, width)
+                    vec.store(b, out, dst, mask, self.dst_t.size)
+        self.copy_panel_elements(first_row, main, const(self.panel))
+
+    def _source_vector(self, first_row: ir.Value, i: int, k: ir.Value, lanes: int) -> ir.Value:
+        b = self.b
+        row = self.source_column(b.add(first_row, const(i)), k)
+        t = vec.vector_type(register_type(self.src_t), lanes)
+        return b.load(row, typ=t, align=self.src_t.size)
+
     def copy_elements(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
         """Rows below `valid` copied one by one, the rest of the panel column zeroed."""
         b = self.b
@@ -126,3 +172,27 @@ class _PackedBlock:
         zero = ir.Constant(register_type(self.dst_t), 0)
         with for_range(b, rows, self.panel, name="pad") as i:
             b.store(zero, element_ptr(b, dst, self.dst_t, i))
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of a square block held as `lanes` vectors (a power of two): log2(lanes)
+    butterfly stages, each exchanging the off-diagonal h x h blocks of every 2h x 2h block
+    with one two-source shuffle per vector."""
+    lanes = len(rows)
+    h = lanes // 2
+    while h:
+        out = list(rows)
+        for i in range(lanes):
+            if i & h:
+                continue
+            low = [c if not c & h else lanes + c - h for c in range(lanes)]
+            high = [c + h if not c & h else lanes + c for c in range(lanes)]
+            out[i] = b.shuffle_vector(
+                rows[i], rows[i + h], ir.Constant(vec.vector_type(I32, lanes), low)
+            )
+            out[i + h] = b.shuffle_vector(
+                rows[i], rows[i + h], ir.Constant(vec.vector_type(I32, lanes), high)
+            )
+        rows = out
+        h //= 2
+    return rows
