@@ -1,5 +1,5 @@
-"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3] [common options]`
-(also `nanotc bench [w1 w2 w3] [options]`).
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4] [common options]`
+(also `nanotc bench [w1 w2 w3 w4] [options]`).
 
 Each workload keeps its own defaults (W1, W2: fp32 and fp64 on 1 and 2 threads; W3: fp32 on 1
 thread) unless --threads/--dtypes are given. A workload that fails is reported with its
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import chart, harness, w1_square, w2_batched, w3_resnet
+from bench import chart, harness, w1_square, w2_batched, w3_resnet, w4_bf16
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -46,6 +46,10 @@ WORKLOADS = (
         "w3", "W3 ResNet-50 im2row GEMMs (Exo, Table I)", "w3_resnet", (1,), ("f32",),
         lambda s, p: w3_resnet.run(s, p),
     ),
+    Workload(
+        "w4", "W4 bf16 gemm (bf16 A, B; f32 C)", "w4_bf16", (1, 2), ("f32",),
+        lambda s, p: w4_bf16.run(s, p),
+    ),
 )  # fmt: skip
 
 
@@ -56,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workloads",
         type=harness.parse_list(str),
         default=tuple(w.name for w in WORKLOADS),
-        help="which workloads (default w1,w2,w3)",
+        help="which workloads (default w1,w2,w3,w4)",
     )
     parser.add_argument("--no-chart", action="store_true", help="do not draw PNG charts")
     parser.add_argument(

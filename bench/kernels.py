@@ -19,18 +19,21 @@ def memref(dtype: str, *shape: int | str) -> str:
     return f"memref<{dtype}x{'x'.join(str(s) for s in shape)}>"
 
 
-def column_blocks(dtype: str, nb: int, beta: float = 0.0) -> str:
-    """W1: C = A B (beta 0) with dynamic n x n operands; work-group g computes the column block
-    C[:, g*nb : (g+1)*nb] = A B[:, g*nb : (g+1)*nb]; launch with group_size = n / nb."""
-    dyn = memref(dtype, "?", "?")
+def column_blocks(dtype: str, nb: int, beta: float = 0.0, inputs: str | None = None) -> str:
+    """W1: C = A B (beta 0) with dynamic operands; work-group g computes the column block
+    C[:, g*nb : (g+1)*nb] = A B[:, g*nb : (g+1)*nb]; launch with group_size = n / nb.
+    `inputs`: the element type of A and B when it is not C's (bf16 into f32)."""
+    inputs = inputs or dtype
+    dyn, a_dyn = memref(dtype, "?", "?"), memref(inputs, "?", "?")
     block = f"memref<{dtype}x?x{nb},strided<1,?>>"  # the subview keeps the leading dimension
+    b_block = f"memref<{inputs}x?x{nb},strided<1,?>>"
     return f"""\
-func @gemm(%A: {dyn}, %B: {dyn}, %C: {dyn}) {{
+func @gemm(%A: {a_dyn}, %B: {a_dyn}, %C: {dyn}) {{
     %g = group_id
     %j = arith.mul %g, {nb} : index
-    %b = subview %B[:, %j:{nb}] : {dyn}
+    %b = subview %B[:, %j:{nb}] : {a_dyn}
     %c = subview %C[:, %j:{nb}] : {dyn}
-    gemm.n.n 1.0, %A, %b, {beta!r}, %c : {dtype}, {dyn}, {block}, {dtype}, {block}
+    gemm.n.n 1.0, %A, %b, {beta!r}, %c : {dtype}, {a_dyn}, {b_block}, {dtype}, {block}
 }}
 """
 
@@ -50,13 +53,15 @@ func @bgemm(%A: {a}, %B: {b}, %C: {c}) {{
 """
 
 
-def batched_repeated(dtype: str, m: int, n: int, k: int) -> str:
+def batched_repeated(dtype: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
     """W2, cache-resident: the same C_i += A_i B_i, swept %reps times over a small batch inside
     one launch (so launch overhead is not measured). Work-group g owns the contiguous slice
     batch*g/G .. batch*(g+1)/G (G = group_size, launched as one group per thread) and sweeps it
-    %reps times, like the libxsmm driver's threads. The batch must be a multiple of G."""
-    a, b, c = memref(dtype, m, k, "?"), memref(dtype, k, n, "?"), memref(dtype, m, n, "?")
-    am, bm, cm = memref(dtype, m, k), memref(dtype, k, n), memref(dtype, m, n)
+    %reps times, like the libxsmm driver's threads. The batch must be a multiple of G.
+    `inputs`: the element type of A and B when it is not C's (bf16 into f32)."""
+    inputs = inputs or dtype
+    a, b, c = memref(inputs, m, k, "?"), memref(inputs, k, n, "?"), memref(dtype, m, n, "?")
+    am, bm, cm = memref(inputs, m, k), memref(inputs, k, n), memref(dtype, m, n)
     return f"""\
 func @bgemm_repeated(%A: {a}, %B: {b}, %C: {c}, %reps: index) {{
     %g = group_id
@@ -71,6 +76,26 @@ func @bgemm_repeated(%A: {a}, %B: {b}, %C: {c}, %reps: index) {{
             %b = subview %B[:, :, %i] : {b}
             %c = subview %C[:, :, %i] : {c}
             gemm.n.n 1.0, %a, %b, 1.0, %c : {dtype}, {am}, {bm}, {dtype}, {cm}
+        }}
+    }}
+}}
+"""
+
+
+def batch_reduce_repeated(dtype: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+    """bf16 workload: C += sum_i A_i B_i over the whole batch (a batch-reduce loop), %reps
+    times in one launch of one work-group."""
+    inputs = inputs or dtype
+    a, b, c = memref(inputs, m, k, "?"), memref(inputs, k, n, "?"), memref(dtype, m, n)
+    am, bm = memref(inputs, m, k), memref(inputs, k, n)
+    return f"""\
+func @brgemm_repeated(%A: {a}, %B: {b}, %C: {c}, %reps: index) {{
+    %count = size %A[2] : {a}
+    for %r = 0, %reps {{
+        for %i = 0, %count {{
+            %a = subview %A[:, :, %i] : {a}
+            %b = subview %B[:, :, %i] : {b}
+            gemm.n.n 1.0, %a, %b, 1.0, %C : {dtype}, {am}, {bm}, {dtype}, {c}
         }}
     }}
 }}

@@ -2,7 +2,8 @@
 
 Each loop keeps `chains` independent accumulators in vector registers (enough to hide the
 latency on every port) and never touches memory, so its speed is the core's arithmetic peak at
-the current clock. Run: `python bench/peak.py` (or `nanotc peak`).
+the current clock. On AMX hosts a loop of `tdpbf16ps` on four accumulator tiles gives the
+bf16 tile peak ("amx-bf16"). Run: `python bench/peak.py` (or `nanotc peak`).
 """
 
 from __future__ import annotations
@@ -96,10 +97,80 @@ def measure(loop: PeakLoop, target: targets.Target, chains: int = 24, repeat: in
     return ITERATIONS * chains * loop.accumulator.count * loop.flops_per_lane / best / 1e9
 
 
+AMX_TILE_FLOPS = 2 * 16 * 16 * 32  # one tdpbf16ps: 16 x 16 f32 += 16 x 32 by 32 x 16 bf16
+
+
+def amx_peak_module() -> str:
+    """`float peak(i64 n)`: n iterations of 4 independent tdpbf16ps on tile registers (2 x 2
+    accumulators from 2 + 2 operand tiles, all zero), then one accumulator stored."""
+    from nanotc.codegen.llvm.amx import AMX
+
+    module = ir.Module(name="amx_peak")
+    i16 = ir.IntType(16)
+    rows, cols = ir.Constant(i16, 16), ir.Constant(i16, 64)
+    zero = ir.Function(module, ir.FunctionType(AMX, [i16, i16]), "llvm.x86.tilezero.internal")
+    dot = ir.Function(
+        module, ir.FunctionType(AMX, [i16, i16, i16, AMX, AMX, AMX]), "llvm.x86.tdpbf16ps.internal"
+    )
+    ptr = ir.PointerType(ir.IntType(8))
+    store = ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [i16, i16, ptr, I64, AMX]),
+        "llvm.x86.tilestored64.internal",
+    )  # fmt: skip
+    kernel = ir.Function(module, ir.FunctionType(F32, [I64]), "peak")
+    b = ir.IRBuilder(kernel.append_basic_block("entry"))
+    buffer = b.alloca(ir.ArrayType(F32, 256))
+    buffer.align = 64
+    operands = [b.call(zero, [rows, cols]) for _ in range(4)]
+    initial = [b.call(zero, [rows, cols]) for _ in range(4)]
+    entry, body, done = b.block, b.append_basic_block("loop"), b.append_basic_block("done")
+    b.branch(body)
+    b.position_at_end(body)
+    counter = b.phi(I64)
+    counter.add_incoming(kernel.args[0], entry)
+    phis = [b.phi(AMX) for _ in initial]
+    updated = []
+    for i, (phi, start) in enumerate(zip(phis, initial)):
+        phi.add_incoming(start, entry)
+        updated.append(b.call(dot, [rows, cols, cols, phi, operands[i // 2], operands[2 + i % 2]]))
+        phi.add_incoming(updated[-1], body)
+    remaining = b.sub(counter, ir.Constant(I64, 1))
+    counter.add_incoming(remaining, body)
+    b.cbranch(b.icmp_signed(">", remaining, ir.Constant(I64, 0)), body, done)
+    b.position_at_end(done)
+    raw = b.bitcast(buffer, ptr)
+    for tile in updated:
+        b.call(store, [rows, cols, raw, ir.Constant(I64, 64), tile])
+    first = b.gep(buffer, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
+    b.ret(b.load(first))
+    return str(module)
+
+
+def measure_amx(target: targets.Target, repeat: int = 5) -> float:
+    """GFLOP/s of one core's AMX bf16 tile unit (best of `repeat` runs)."""
+    from nanotc.runtime import amx
+
+    amx.enable()
+    native = jit.JitModule(jit.optimize(amx_peak_module(), target), target)
+    fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(native.address("peak"))
+    fn(1000)
+    iterations = ITERATIONS // 4
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(iterations)
+        best = min(best, time.perf_counter() - start)
+    return iterations * 4 * AMX_TILE_FLOPS / best / 1e9
+
+
 def peaks(target: targets.Target | None = None) -> dict[str, float]:
-    """Per-core peak GFLOP/s by precision ("fp32", "fp64", and "bf16" where supported)."""
+    """Per-core peak GFLOP/s by precision ("fp32", "fp64", "bf16" for vdpbf16ps and
+    "amx-bf16" for AMX tiles where supported)."""
     target = target or targets.host()
-    return {loop.name: measure(loop, target) for loop in peak_loops(target)}
+    found = {loop.name: measure(loop, target) for loop in peak_loops(target)}
+    if target.amx:
+        found["amx-bf16"] = measure_amx(target)
+    return found
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench import harness, w1_square, w2_batched, w3_resnet
+from bench import harness, w1_square, w2_batched, w3_resnet, w4_bf16
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -100,3 +100,12 @@ def test_a_wrong_kernel_stops_the_benchmark(monkeypatch: pytest.MonkeyPatch, pee
     settings = replace(QUICK, threads=(1,), dtypes=("f32",))
     with pytest.raises(harness.ValidationError, match="nanotc"):
         w2_batched.run(settings, peers, shapes=[(8, 8, 8)], variants=["memory"])
+
+
+def test_w4_bf16(peers: Peers) -> None:
+    """bf16 against nanotc's own f32 kernel (always) and bf16 peers where installed."""
+    rows = w4_bf16.run(QUICK, peers)
+    assert {r.variant for r in rows} == set(w4_bf16.PARTS)
+    for row in rows:
+        assert row.dtype == "bf16" and row.gflops(row.nanotc) > 0
+        assert "f32" in row.peers and all(row.gflops(t) > 0 for t in row.peers.values())

@@ -1,0 +1,286 @@
+"""W4: bf16 gemm (bf16 A and B, f32 C, f32 accumulation) against fp32 and bf16 peers.
+
+Three parts, each row comparing nanotc's bf16 kernel with nanotc's own fp32 kernel on the same
+shape (column `f32`: nanotc fp32 GFLOP/s; ratio above 1: bf16 is faster) and with the bf16
+peers found:
+
+  mlp      a 512-batch MLP layer C = A B: M = 512, N = K = 1024 and 2048; 1 and 2 threads
+           (`kernels.column_blocks`, 8 column blocks). Peer: torch.mm on bf16 tensors (oneDNN;
+           its output is bf16, validated with bf16 tolerance).
+  brgemm   batch-reduce C += sum_i A_i B_i over 32 (64^3) or 64 (32^3) pairs, one thread,
+           swept many times per call (`kernels.batch_reduce_repeated`). Peer: libxsmm's bf16
+           batch-reduce kernel (A pre-packed in its VNNI-2 layout, timed in C).
+  batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
+           (`kernels.batched_repeated`). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
+
+% peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
+kernel has `tile.amx_gemm`, else vdpbf16ps (`bf16`).
+
+    python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+
+import nanotc
+from bench import harness, kernels
+from bench.harness import Row, Settings, Timing
+from bench.peers import Peers, discover, torch_peer
+from bench.w2_batched import SHAPES as BATCHED_SHAPES
+
+BF16 = ml_dtypes.bfloat16
+PARTS = ("mlp", "brgemm", "batched")
+MLP = ((512, 1024, 1024), (512, 2048, 2048))
+BRGEMM = ((64, 64, 64, 32), (32, 32, 32, 64))  # M, N, K, pairs
+CALL_SECONDS = 0.1
+CACHE_BYTES = 256 * 10**3
+
+
+@cache
+def uses_amx(source: str) -> bool:
+    return "tile.amx_gemm" in nanotc.compile(source, name="<bench>").tiled()
+
+
+def peak(source: str, threads: int) -> float | None:
+    peaks = harness.measured_peaks()
+    per_core = peaks.get("amx-bf16" if uses_amx(source) else "bf16")
+    return None if per_core is None else per_core * threads
+
+
+def bf16(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return np.asfortranarray(rng.uniform(-1, 1, shape).astype(BF16))
+
+
+class Check:
+    """Validates C against a float64 product of the bf16 inputs: f32 accumulation, or bf16
+    rounding for a peer whose C is bf16."""
+
+    def __init__(self, expected: np.ndarray, bound: np.ndarray, k: int):
+        self.expected, self.bound, self.k = expected, bound, k
+
+    def __call__(self, c: np.ndarray, dtype: type, what: str) -> None:
+        got = np.asarray(c, dtype=np.float64)
+        tolerance_type = np.float32 if dtype is np.float32 else BF16
+        eps = float(ml_dtypes.finfo(tolerance_type).eps)
+        tolerance = 4 * eps * (np.sqrt(self.k) + 4) * self.bound + 1e-30
+        bad = ~(np.abs(got - self.expected) <= tolerance)
+        if bad.any():
+            raise harness.ValidationError(f"{what}: {int(bad.sum())} of {bad.size} wrong")
+
+
+def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS) -> list[Row]:
+    peers = peers if peers is not None else discover(settings.peers)
+    rng = np.random.default_rng(settings.seed)
+    rows: list[Row] = []
+    for part in parts:
+        if part not in PARTS:
+            raise ValueError(f"unknown part {part!r} (choose from {', '.join(PARTS)})")
+        rows += {"mlp": _mlp, "brgemm": _brgemm, "batched": _batched}[part](settings, peers, rng)
+    return rows
+
+
+def _mlp(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
+    shapes = ((64, 128, 128),) if settings.quick else MLP
+    return [row for m, n, k in shapes for row in _mlp_shape(settings, peers, rng, m, n, k)]
+
+
+def _mlp_shape(
+    settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int
+) -> list[Row]:
+    a, b = bf16(rng, m, k), bf16(rng, k, n)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    c = np.zeros((m, n), np.float32, order="F")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    check = Check(a64 @ b64, np.abs(a64) @ np.abs(b64), k)
+    nb = n // 8
+    source = kernels.column_blocks("f32", nb, inputs="bf16")
+    kernel, kernel32 = kernels.compiled(source), kernels.compiled(kernels.column_blocks("f32", nb))
+
+    def checked(what: str) -> None:
+        check(c, np.float32, what)
+
+    rows = []
+    for threads in settings.threads:
+        label = f"{m}x{n}x{k} threads={threads}"
+
+        def ours(t: int = threads) -> None:
+            kernel(a, b, c, group_size=8, num_threads=t)
+
+        def ours32(t: int = threads) -> None:
+            kernel32(a32, b32, c, group_size=8, num_threads=t)
+
+        timing = harness.timed(f"nanotc bf16 {label}", ours, checked, settings)
+        timings = {"f32": harness.timed(f"nanotc f32 {label}", ours32, checked, settings)}
+        if peers.torch is not None:
+            timings["torch"] = _torch_mm(peers.torch, a, b, check, threads, settings, label)
+        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timing, timings,
+                         peak(source, threads), f"nb={nb}, group_size=8"))  # fmt: skip
+    return rows
+
+
+def _torch_mm(
+    torch, a: np.ndarray, b: np.ndarray, check: Check, threads: int, settings: Settings, label: str
+) -> Timing:
+    """torch.mm on bf16 tensors, row-major views of the transposes: C^T = B^T A^T."""
+    ta, tb = (torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (a, b))
+    out = torch.empty((b.shape[1], a.shape[0]), dtype=torch.bfloat16)
+
+    def call() -> None:
+        torch.mm(tb.T, ta.T, out=out)
+
+    def checked(what: str) -> None:
+        check(out.float().numpy().T, BF16, what)
+
+    with torch_peer.threads(torch, threads):
+        return harness.timed(f"torch bf16 {label}", call, checked, settings)
+
+
+def _brgemm(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
+    shapes = ((32, 32, 32, 8),) if settings.quick else BRGEMM
+    return [_brgemm_shape(settings, peers, rng, *shape) for shape in shapes]
+
+
+def _brgemm_shape(
+    settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int, count: int
+) -> Row:
+    a, b = bf16(rng, m, k, count), bf16(rng, k, n, count)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    c = np.zeros((m, n), np.float32, order="F")
+    product = np.einsum("mki,kni->mn", a64, b64)
+    check = Check(product, np.einsum("mki,kni->mn", np.abs(a64), np.abs(b64)), k * count)
+    source = kernels.batch_reduce_repeated("f32", m, n, k, inputs="bf16")
+    kernel = kernels.compiled(source)
+    kernel32 = kernels.compiled(kernels.batch_reduce_repeated("f32", m, n, k))
+
+    def checked(what: str) -> None:
+        check(c, np.float32, what)
+
+    def time(what: str, run: Callable[[int], float | None]) -> Timing:
+        def call(reps: int) -> float | None:
+            c.fill(0)  # each call sums from zero, so the validating call is exact
+            return run(reps)
+
+        return harness.timed_repeated(what, call, checked, settings, CALL_SECONDS)
+
+    label = f"{m}x{n}x{k} x{count}"
+    timing = time(f"nanotc bf16 {label}", lambda r: kernel(a, b, c, r, group_size=1))
+    timings = {"f32": time(f"nanotc f32 {label}", lambda r: kernel32(a32, b32, c, r, group_size=1))}
+    if peers.libxsmm is not None:
+        xsmm, packed = peers.libxsmm, peers.libxsmm.vnni_pack(a)
+        timings["libxsmm"] = time(
+            f"libxsmm bf16 {label}", lambda r: xsmm.bf16_brgemm(packed, b, c, reps=r)
+        )
+    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timing, timings, peak(source, 1),
+                f"pairs={count}")  # fmt: skip
+
+
+def _batched(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
+    shapes = ((16, 16, 16),) if settings.quick else BATCHED_SHAPES
+    return [row for m, n, k in shapes for row in _batched_shape(settings, peers, rng, m, n, k)]
+
+
+def _batched_shape(
+    settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int
+) -> list[Row]:
+    per_member = (m * k + k * n) * 2 + m * n * 4
+    batch = max(2, CACHE_BYTES // per_member // 2 * 2)
+    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    initial = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
+    c = initial.copy(order="F")
+    product = initial + np.einsum("mki,kni->mni", a64, b64)
+    bound = np.abs(initial) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
+    check = Check(product, bound, k)
+    source = kernels.batched_repeated("f32", m, n, k, inputs="bf16")
+    kernel = kernels.compiled(source)
+    kernel32 = kernels.compiled(kernels.batched_repeated("f32", m, n, k))
+
+    def checked(what: str) -> None:
+        check(c, np.float32, what)
+
+    def time(what: str, run: Callable[[int], None]) -> Timing:
+        def call(reps: int) -> None:
+            if reps == 1:  # the validating call starts from the initial C
+                np.copyto(c, initial)
+            run(reps)
+
+        return harness.timed_repeated(what, call, checked, settings, CALL_SECONDS)
+
+    rows = []
+    for threads in settings.threads:
+        label = f"{m}x{n}x{k} b{batch} threads={threads}"
+
+        def ours(reps: int, t: int = threads) -> None:
+            kernel(a, b, c, reps, group_size=t, num_threads=t)
+
+        def ours32(reps: int, t: int = threads) -> None:
+            kernel32(a32, b32, c, reps, group_size=t, num_threads=t)
+
+        timing = time(f"nanotc bf16 {label}", ours)
+        timings = {"f32": time(f"nanotc f32 {label}", ours32)}
+        if peers.torch is not None:
+            timings["torch"] = _torch_baddbmm(peers.torch, a, b, initial, check, threads,
+                                              settings, label)  # fmt: skip
+        rows.append(_row("batched", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
+                         timing, timings, peak(source, threads), f"batch={batch}"))  # fmt: skip
+    return rows
+
+
+def _torch_baddbmm(
+    torch, a: np.ndarray, b: np.ndarray, initial: np.ndarray, check: Check, threads: int,
+    settings: Settings, label: str,
+) -> Timing:  # fmt: skip
+    """C_i^T += B_i^T A_i^T on bf16 tensors (torch has no bf16-in, f32-out batched gemm)."""
+    at, bt = (x.transpose(2, 1, 0) for x in (a, b))
+    tat, tbt = (torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
+                for x in (at, bt))  # fmt: skip
+    start = torch.from_numpy(np.ascontiguousarray(initial.transpose(2, 1, 0))).to(torch.bfloat16)
+    tct = start.clone()
+
+    def call(reps: int) -> None:
+        if reps == 1:
+            tct.copy_(start)
+        for _ in range(reps):
+            tct.baddbmm_(tbt, tat)
+
+    def checked(what: str) -> None:
+        check(tct.float().numpy().transpose(2, 1, 0), BF16, what)
+
+    with torch_peer.threads(torch, threads):
+        return harness.timed_repeated(f"torch bf16 {label}", call, checked, settings, CALL_SECONDS)
+
+
+def _row(part: str, shape: str, threads: int, flops: float, timing: Timing,
+         peers: dict[str, Timing], peak: float | None, params: str) -> Row:  # fmt: skip
+    return Row(workload="w4", variant=part, shape=shape, dtype="bf16", threads=threads,
+               flops=flops, nanotc=timing, peers=peers, peak=peak, params=params)  # fmt: skip
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parts", type=harness.parse_list(str), help="mlp,brgemm,batched")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_common_options(parser)
+    add_options(parser)
+    args = parser.parse_args(argv)
+    settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32",))
+    harness.preamble(settings)
+    peers = discover(settings.peers)
+    rows = run(settings, peers, tuple(args.parts or PARTS))
+    csv = None if args.no_csv else "w4_bf16"
+    notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]
+    harness.report(rows, "W4 bf16 gemm (bf16 A, B; f32 C)", notes, csv)
+
+
+if __name__ == "__main__":
+    main()
