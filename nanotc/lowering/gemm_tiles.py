@@ -83,7 +83,7 @@ def operand_registers(g: Gemm, target: Target) -> int:
     for vdpbf16ps need the interleave's index vector and a second half, widened 16-bit
     operands a temporary."""
     a, b = g.a.type.element, g.b.type.element
-    if a is b is ScalarType.BF16 and target.bf16_dot:
+    if a is b is ScalarType.BF16 and target.bf16_gemm_by_dot:
         return 2
     return int(a.bits == 16 or b.bits == 16)
 

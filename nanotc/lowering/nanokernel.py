@@ -191,8 +191,9 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
 def uses_bf16_dot(
     inst: TileGemm | TileBatchGemm, target: Target, a_type: MemRefType, compute: ScalarType
 ) -> bool:
-    """bf16 A and B into an f32 tile on a target with vdpbf16ps, A rows contiguous."""
+    """bf16 A and B into an f32 tile on a target whose vdpbf16ps outruns FMAs, A rows
+    contiguous (otherwise the operands are widened to f32 for FMAs)."""
     b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
     bf16 = a_type.element is ScalarType.BF16 and b_type.element is ScalarType.BF16
     contiguous = row_stride_is_unit(a_type, inst.trans_a)
-    return target.bf16_dot and bf16 and compute is ScalarType.F32 and contiguous
+    return target.bf16_gemm_by_dot and bf16 and compute is ScalarType.F32 and contiguous

@@ -30,8 +30,17 @@ class Target:
     masked_memory: bool  # masked vector loads/stores (AVX-512 k-masks)
     bf16_dot: bool  # vdpbf16ps
     amx: bool
+    # vdpbf16ps's flops per cycle over FMA's: 2 where it is a full-rate unit (Zen 4);
+    # measured 0.5 on the AMX-era Intel cores (bench/peak.py), where widening bf16 to f32
+    # for FMAs is faster and AMX tiles take the large bf16 gemms
+    bf16_dot_rate: float = 2.0
     l1_bytes: int = 32 * 1024  # data cache per core
     l2_bytes: int = 1024 * 1024
+
+    @property
+    def bf16_gemm_by_dot(self) -> bool:
+        """bf16 gemm tiles use vdpbf16ps (else they widen to f32 and use FMAs)."""
+        return self.bf16_dot and self.bf16_dot_rate >= 1
 
     def lanes(self, t: ScalarType) -> int:
         """Elements of type t in one vector register."""
@@ -68,6 +77,7 @@ AMX = replace(
     llvm_cpu="sapphirerapids",
     llvm_features="+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16,+fma,+amx-tile,+amx-bf16",
     amx=True,
+    bf16_dot_rate=0.5,
 )
 GENERIC = Target(
     name="generic",
@@ -102,6 +112,7 @@ def host() -> Target:
         masked_memory=avx512,
         bf16_dot=avx512 and "avx512bf16" in has,
         amx={"amx-tile", "amx-bf16"} <= has and _amx_permitted(),
+        bf16_dot_rate=0.5 if "amx-bf16" in has else 2.0,
         l1_bytes=_cache_bytes(1, 32 * 1024),
         l2_bytes=_cache_bytes(2, 1024 * 1024),
     )
