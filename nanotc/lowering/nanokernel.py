@@ -26,6 +26,7 @@ from nanotc.ir.values import Constant, Value
 from nanotc.targets import Target
 
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
+SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 K_UNROLL = 1
 
 
@@ -151,12 +152,17 @@ def row_stride_is_unit(a: MemRefType, trans: Transpose) -> bool:
 def k_unroll(
     inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int | None, static_rows: bool
 ) -> int | None:
-    """None (unroll completely) for a small static K; K_UNROLL when all addressing is static;
-    else 1: with run-time strides or masks, an unrolled body makes LLVM's scheduler load
-    ahead and spill (seen on AVX-512: over 100 zmm spills per iteration at unroll 4)."""
+    """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
+    when this tile is all of C (no neighbouring tile whose straight-line code LLVM could
+    interleave with it); K_UNROLL when all addressing is static; else 1: with run-time
+    strides or masks, an unrolled body makes LLVM's scheduler load ahead and spill (seen on
+    AVX-512: over 100 zmm spills per iteration at unroll 4)."""
     batched = isinstance(inst, TileBatchGemm)
-    if k is not None and k <= FULL_UNROLL_K and not batched:
-        return None
+    if k is not None and not batched:
+        c_rows, c_cols = inst.c.type.shape
+        alone = c_rows != DYNAMIC and c_rows <= inst.mr and c_cols == inst.nr
+        if k <= (SINGLE_TILE_UNROLL_K if alone else FULL_UNROLL_K):
+            return None
     b_type = (inst.panels()[1] if batched else inst.b).type
     static = DYNAMIC not in a_type.stride and DYNAMIC not in b_type.stride and static_rows
     return K_UNROLL if static else 1
