@@ -14,7 +14,8 @@ peers found:
            (`kernels.batched_repeated`). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
 
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
-kernel has `tile.amx_gemm`, else vdpbf16ps (`bf16`).
+kernel has `tile.amx_gemm`, vdpbf16ps (`bf16`) when its code has it, else fp32 FMAs (bf16
+widened to f32, where the target's vdpbf16ps is slower than FMA).
 
     python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
 """
@@ -43,13 +44,17 @@ CACHE_BYTES = 256 * 10**3
 
 
 @cache
-def uses_amx(source: str) -> bool:
-    return "tile.amx_gemm" in nanotc.compile(source, name="<bench>").tiled()
+def unit(source: str) -> str:
+    """The key of bench.peak's peaks for the unit the compiled kernel multiplies with: AMX
+    tiles, vdpbf16ps, or FMAs on bf16 widened to f32."""
+    compilation = nanotc.compile(source, name="<bench>")
+    if "tile.amx_gemm" in compilation.tiled():
+        return "amx-bf16"
+    return "bf16" if "vdpbf16ps" in compilation.assembly() else "fp32"
 
 
 def peak(source: str, threads: int) -> float | None:
-    peaks = harness.measured_peaks()
-    per_core = peaks.get("amx-bf16" if uses_amx(source) else "bf16")
+    per_core = harness.measured_peaks().get(unit(source))
     return None if per_core is None else per_core * threads
 
 
