@@ -88,19 +88,25 @@ def object_code(module: llvm.ModuleRef, target: Target) -> bytes:
     return target_machine(target).emit_object(module)
 
 
-class JitModule:
-    """Optimised machine code of one module, loaded into this process."""
+class _LoadedCode:
+    """Machine code in an MCJIT engine of this process, looked up by function name."""
 
-    def __init__(self, module: llvm.ModuleRef, target: Target):
-        self.module = module
-        self.engine = llvm.create_mcjit_compiler(module, target_machine(target, jit=True))
-        self.engine.finalize_object()
+    engine: llvm.ExecutionEngine
 
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)
         if not address:
             raise KeyError(f"no native function {name!r}")
         return address
+
+
+class JitModule(_LoadedCode):
+    """Optimised machine code of one module, loaded into this process."""
+
+    def __init__(self, module: llvm.ModuleRef, target: Target):
+        self.module = module
+        self.engine = llvm.create_mcjit_compiler(module, target_machine(target, jit=True))
+        self.engine.finalize_object()
 
 
 def jit_object_code(module: llvm.ModuleRef, target: Target) -> bytes:
@@ -110,7 +116,7 @@ def jit_object_code(module: llvm.ModuleRef, target: Target) -> bytes:
     return target_machine(target, jit=True).emit_object(module)
 
 
-class ObjectModule:
+class ObjectModule(_LoadedCode):
     """Machine code from an object file (`jit_object_code`), linked into this process.
 
     Loading links the object in memory (relocations, the C library's symbols) without
@@ -125,9 +131,3 @@ class ObjectModule:
         self.engine = llvm.create_mcjit_compiler(empty, machine)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
-
-    def address(self, name: str) -> int:
-        address = self.engine.get_function_address(name)
-        if not address:
-            raise KeyError(f"no native function {name!r}")
-        return address

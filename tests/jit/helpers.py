@@ -14,30 +14,19 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import nanotc
 from nanotc.api import Compilation
+from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
 from nanotc.runtime.arguments import Group
 
 TARGETS = ("host", "avx2", "generic")
 """The targets every key differential test runs on (all three execute on this machine)."""
 
-DTYPES = {
-    "i1": np.dtype(np.bool_),
-    "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "index": np.dtype(np.int64),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-}
+DTYPES = {t.value: numpy_dtype(t) for t in ScalarType}
 INT_TYPES = ("i8", "i16", "i32", "i64", "index")
 
 SHAPES = (1, 2, 3, 5, 7, 8, 11, 13, 16, 17, 23, 31, 32, 37, 47, 53, 64, 67, 70)

@@ -6,25 +6,14 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 import nanotc
 from nanotc.ir.core import Program
+from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
 
-DTYPES = {
-    "i1": np.dtype(np.bool_),
-    "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "index": np.dtype(np.int64),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-}
+DTYPES = {t.value: numpy_dtype(t) for t in ScalarType}
 
 PRIMES_AND_SMALL = (1, 2, 3, 5, 7, 8, 13, 16, 17)
 

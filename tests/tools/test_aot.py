@@ -17,6 +17,8 @@ import nanotc
 from nanotc.codegen.aot import AotError, c_header, scalar_c_type
 from nanotc.ir.types import ScalarType
 
+from .cli import nanotc_cli
+
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
 
@@ -97,16 +99,6 @@ def expected() -> np.ndarray:
     x = x.copy()
     x[:4] += 3
     return np.concatenate([c, x])
-
-
-def nanotc_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nanotc", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def build_and_run(tmp_path: Path, link: list[str], extra: list[str] = ()) -> np.ndarray:  # type: ignore[assignment]

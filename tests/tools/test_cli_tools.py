@@ -4,23 +4,9 @@ and the command line's handling of mistakes."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def nanotc_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nanotc", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env=os.environ.copy(),
-    )
+from .cli import nanotc_cli
 
 
 def test_bench_runs_a_named_part_and_writes_its_results(tmp_path: Path) -> None:

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nanotc
 from nanotc.lowering.choices import CompileOptions, GemmChoice
 from nanotc.stages import STAGES
+
+from .cli import nanotc_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fused_kernel.ir"
@@ -33,17 +32,6 @@ def check_stages(directory: Path) -> None:
     )
     for name, marker in EXPECTED.items():
         assert marker in (directory / name).read_text(), f"{name} lacks {marker!r}"
-
-
-def nanotc_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nanotc", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env=os.environ.copy(),
-    )
 
 
 def test_compile_dump_dir_writes_every_stage(tmp_path: Path) -> None:

@@ -5,10 +5,7 @@ asserted: only that a winner is stored, later compiles use it, and results stay 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +17,8 @@ from nanotc.lowering.register_tile import choose
 from nanotc.targets import get
 from nanotc.tuning import database
 from nanotc.tuning.tuner import TuneError, gemm_sites, tile_candidates, tune
+
+from .cli import nanotc_cli
 
 AVX2 = get("avx2")
 
@@ -167,17 +166,6 @@ def test_tune_refuses_kernels_without_gemms(rng) -> None:
     text = "func @k(%x: memref<f32x4>) {\n}\n"
     with pytest.raises(TuneError, match="nothing to tune"):
         tune(text, "k", [np.zeros(4, dtype=np.float32)], 1, store=False, progress=lambda m: None)
-
-
-def nanotc_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nanotc", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env=os.environ.copy(),
-    )
 
 
 def test_tune_command_shows_progress_and_stores(tmp_path: Path, monkeypatch) -> None:
