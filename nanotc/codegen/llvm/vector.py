@@ -48,18 +48,16 @@ def dynamic_mask(b: ir.IRBuilder, lanes: int, first_row: int, rows: ir.Value) ->
     """Lanes whose row first_row + lane is below `rows`. The count of such lanes is clamped
     in a scalar first, so one compare of 32-bit lanes makes the mask (one instruction, where
     comparing 64-bit rows would take one per 8 lanes and a merge)."""
-    count = b.sub(rows, ir.Constant(rows.type, first_row))
-    count = b.select(
-        b.icmp_signed("<", count, ir.Constant(rows.type, 0)), ir.Constant(rows.type, 0), count
-    )
-    count = b.select(
-        b.icmp_signed(">", count, ir.Constant(rows.type, lanes)),
-        ir.Constant(rows.type, lanes),
-        count,
-    )
+    count = _clamp(b, b.sub(rows, ir.Constant(rows.type, first_row)), 0, lanes)
     narrow = b.trunc(count, I32) if rows.type != I32 else count
     iota = ir.Constant(vector_type(I32, lanes), list(range(lanes)))
     return b.icmp_signed("<", iota, splat(b, narrow, lanes))
+
+
+def _clamp(b: ir.IRBuilder, x: ir.Value, low: int, high: int) -> ir.Value:
+    low_v, high_v = ir.Constant(x.type, low), ir.Constant(x.type, high)
+    x = b.select(b.icmp_signed("<", x, low_v), low_v, x)
+    return b.select(b.icmp_signed(">", x, high_v), high_v, x)
 
 
 def load(
