@@ -17,6 +17,7 @@ smaller kernels that cover the M and N remainders. Unknown (dynamic) sizes are a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nanotc.ir.types import ScalarType
@@ -81,16 +82,22 @@ def cycles_per_k(vectors: int, columns: int, k: int) -> float:
 def estimate(tile: RegisterTile, m: int | None, n: int | None, k: int | None) -> float:
     """Estimated cycles for C (m x n) with depth k, including the remainder kernels."""
     m, n, k = (m or ASSUMED_EXTENT), (n or ASSUMED_EXTENT), (k or ASSUMED_EXTENT)
-    full_m, tail_m = divmod(m, tile.mr)
-    row_tiles = [tile.mv] * full_m + ([math.ceil(tail_m / tile.lanes)] if tail_m else [])
-    full_n, tail_n = divmod(n, tile.nr)
-    col_tiles = [tile.nr] * full_n + ([tail_n] if tail_n else [])
     total = 0.0
-    for vectors in row_tiles:
-        for columns in col_tiles:
+    for vectors, row_count in _tile_counts(
+        m, tile.mr, tile.mv, lambda tail: -(-tail // tile.lanes)
+    ):
+        for columns, col_count in _tile_counts(n, tile.nr, tile.nr, lambda tail: tail):
             epilogue = vectors * columns  # one load/store pass over the tile of C
-            total += k * cycles_per_k(vectors, columns, k) + epilogue
+            total += row_count * col_count * (k * cycles_per_k(vectors, columns, k) + epilogue)
     return total
+
+
+def _tile_counts(
+    extent: int, step: int, full: int, tail_size: Callable[[int], int]
+) -> list[tuple[int, int]]:
+    """(tile size, how many) for the full tiles and the remainder tile along one dimension."""
+    count, tail = divmod(extent, step)
+    return [(full, count)] + ([(tail_size(tail), 1)] if tail else [])
 
 
 def choose(

@@ -78,10 +78,12 @@ class NanokernelEmitter:
         ]
 
     def _c_pointer(self, c: MemrefValue, j: int, v: int) -> ir.Value:
-        b = self.b
-        column = mul(b, add(b, self.col, j), c.stride[1])
-        row = mul(b, add(b, self.row, v * self.p.lanes), c.stride[0])
-        return element_ptr(b, c.ptr, c.type.element, add(b, row, column))
+        """The tile's origin plus an offset that is a constant for static strides: every
+        column then addresses from one register instead of keeping its own index live."""
+        b, element = self.b, c.type.element
+        origin = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
+        offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, j, c.stride[1]))
+        return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
 
     # -- the K loop ----------------------------------------------------------------------------
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
@@ -93,8 +95,9 @@ class NanokernelEmitter:
         depth = a.shape[a_k]
         a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
         b_k, b_cols = (1, 0) if trans_b is Transpose.T else (0, 1)
+        b_origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
         b_bases = [
-            element_ptr(b, bm.ptr, bm.type.element, mul(b, add(b, self.col, j), bm.stride[b_cols]))
+            element_ptr(b, b_origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
             for j in range(p.columns)
         ]
         a_pointers = self._a_lane_pointers(a_base, a, a.stride[a_rows])
@@ -131,8 +134,9 @@ class NanokernelEmitter:
         b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
         depth = a.shape[a_k]
         a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
+        b_origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
         b_bases = [
-            element_ptr(b, bm.ptr, bm.type.element, mul(b, add(b, self.col, j), bm.stride[b_cols]))
+            element_ptr(b, b_origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
             for j in range(p.columns)
         ]
         pairs = _PairLoads(b, p, self.a_masks, a_base, a.stride[a_k], bm.stride[b_k])
