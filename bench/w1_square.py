@@ -1,8 +1,9 @@
 """W1: square GEMM C = A B for n = 256, 512, 1024, 2048; fp32 and fp64; 1 and 2 threads.
 
 nanotc: `kernels.column_blocks` — work-group g computes the column block C[:, g*nb:(g+1)*nb]
-with one `gemm.n.n 1.0, %A, %b, 0.0, %c`, launched with group_size = n/nb (default nb = n/8,
-so 2 threads get 4 blocks each; `--nb` overrides). Peers on the same column-major arrays:
+with one `gemm.n.n 1.0, %A, %b, 0.0, %c`, launched with group_size = n/nb. The default is one
+block per thread (nb = n/threads): every work-group packs all of A, so narrower blocks repeat
+that packing (nb = n/8 ran 10-15% slower); `--nb` overrides. Peers on the same column-major arrays:
 numpy (np.matmul into C^T = B^T A^T, i.e. in place; BLAS threads set to match), torch.mm
 (same trick, torch threads set to match), BLIS (bli_?gemm with explicit strides). FLOPs: 2n^3.
 
@@ -25,8 +26,8 @@ SIZES = (256, 512, 1024, 2048)
 QUICK_SIZES = (64, 128)
 
 
-def block_size(n: int, nb: int | None) -> int:
-    block = nb or max(1, n // 8)
+def block_size(n: int, nb: int | None, threads: int) -> int:
+    block = nb or max(1, n // threads)
     if n % block:
         raise ValueError(f"nb={block} does not divide n={n}")
     return block
@@ -45,12 +46,12 @@ def run(
     rows = []
     for dtype in settings.dtypes:
         for n in sizes:
-            rows += _size(settings, peers, rng, dtype, n, block_size(n, nb))
+            rows += _size(settings, peers, rng, dtype, n, nb)
     return rows
 
 
 def _size(
-    settings: Settings, peers: Peers, rng: np.random.Generator, dtype: str, n: int, block: int
+    settings: Settings, peers: Peers, rng: np.random.Generator, dtype: str, n: int, nb: int | None
 ) -> list[Row]:
     np_dtype = harness.DTYPES[dtype]
     a = np.asfortranarray(rng.uniform(-1, 1, (n, n)).astype(np_dtype))
@@ -63,11 +64,14 @@ def _size(
         harness.check_gemm(what, c, expected, bound, n, np_dtype)
         c.fill(np.nan)  # the next implementation must write every element (beta = 0)
 
-    kernel = kernels.compiled(kernels.column_blocks(dtype, block))
     rows = []
     for threads in settings.threads:
+        block = block_size(n, nb, threads)
+        kernel = kernels.compiled(kernels.column_blocks(dtype, block))
 
-        def nanotc_call(threads: int = threads) -> None:
+        def nanotc_call(
+            threads: int = threads, kernel: kernels.Kernel = kernel, block: int = block
+        ) -> None:
             kernel(a, b, c, group_size=n // block, num_threads=threads)
 
         nanotc = harness.timed(f"nanotc n={n} {dtype}", nanotc_call, check, settings)
@@ -129,7 +133,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes", type=harness.parse_list(int), help="n values (default 256..2048)"
     )
-    parser.add_argument("--nb", type=int, help="columns per work-group (default n/8)")
+    parser.add_argument("--nb", type=int, help="columns per work-group (default n/threads)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

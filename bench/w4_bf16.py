@@ -5,8 +5,8 @@ shape (column `f32`: nanotc fp32 GFLOP/s; ratio above 1: bf16 is faster) and wit
 peers found:
 
   mlp      a 512-batch MLP layer C = A B: M = 512, N = K = 1024 and 2048; 1 and 2 threads
-           (`kernels.column_blocks`, 8 column blocks). Peer: torch.mm on bf16 tensors (oneDNN;
-           its output is bf16, validated with bf16 tolerance).
+           (`kernels.column_blocks`, one column block per thread as in W1). Peer: torch.mm
+           on bf16 tensors (oneDNN; its output is bf16, validated with bf16 tolerance).
   brgemm   batch-reduce C += sum_i A_i B_i over 32 (64^3) or 64 (32^3) pairs, one thread,
            swept many times per call (`kernels.batch_reduce_repeated`). Peer: libxsmm's bf16
            batch-reduce kernel (A pre-packed in its VNNI-2 layout, timed in C).
@@ -103,9 +103,6 @@ def _mlp_shape(
     c = np.zeros((m, n), np.float32, order="F")
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     check = Check(a64 @ b64, np.abs(a64) @ np.abs(b64), k)
-    nb = n // 8
-    source = kernels.column_blocks("f32", nb, inputs="bf16")
-    kernel, kernel32 = kernels.compiled(source), kernels.compiled(kernels.column_blocks("f32", nb))
 
     def checked(what: str) -> None:
         check(c, np.float32, what)
@@ -113,19 +110,25 @@ def _mlp_shape(
     rows = []
     for threads in settings.threads:
         label = f"{m}x{n}x{k} threads={threads}"
+        nb = n // threads
+        source = kernels.column_blocks("f32", nb, inputs="bf16")
+        kernel, kernel32 = (
+            kernels.compiled(source),
+            kernels.compiled(kernels.column_blocks("f32", nb)),
+        )
 
-        def ours(t: int = threads) -> None:
-            kernel(a, b, c, group_size=8, num_threads=t)
+        def ours(t: int = threads, kernel: kernels.Kernel = kernel) -> None:
+            kernel(a, b, c, group_size=t, num_threads=t)
 
-        def ours32(t: int = threads) -> None:
-            kernel32(a32, b32, c, group_size=8, num_threads=t)
+        def ours32(t: int = threads, kernel32: kernels.Kernel = kernel32) -> None:
+            kernel32(a32, b32, c, group_size=t, num_threads=t)
 
         timing = harness.timed(f"nanotc bf16 {label}", ours, checked, settings)
         timings = {"f32": harness.timed(f"nanotc f32 {label}", ours32, checked, settings)}
         if peers.torch is not None:
             timings["torch"] = _torch_mm(peers.torch, a, b, check, threads, settings, label)
         rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timing, timings,
-                         peak(source, threads), f"nb={nb}, group_size=8"))  # fmt: skip
+                         peak(source, threads), f"nb={nb}, group_size={threads}"))  # fmt: skip
     return rows
 
 
