@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
-from nanotc.ir.instructions import BinaryOp, Expand, Gemm, Transpose
+from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
@@ -33,10 +33,13 @@ from nanotc.lowering.choices import (
     signature,
 )
 from nanotc.lowering.gemm_tiles import Index, epilogue_registers, gemm_extents, tile_block
+from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
+B_PANEL_COLUMNS = 16  # at least a register tile's columns
+FEW_ROWS_OF_TILES = 2
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
@@ -55,13 +58,49 @@ def blocking(target: Target, element: ScalarType, tile: RegisterTile) -> Blockin
     return Blocking(mc, kc, nc)
 
 
-def operand_bytes(m: int, n: int, k: int, element: ScalarType) -> int:
-    return (m * k + k * n) * element.size
+def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
+    """Whether the direct path would run out of cache (a run-time test where a size is
+    dynamic). It reads A again for every column of register tiles and each B panel (k x nr)
+    for every row of tiles, so it needs A in half of L2, and a tile's A sliver and B panel
+    (k x (mr + nr)) in half of L1, unless there are at most two rows of tiles: reading each
+    B panel twice from L2 costs less than packing B (W3's M = 49 ran 1.35x faster direct;
+    M = 784 with k = 256, whose slivers overflow L1, 1.1x slower). An A read with gathers
+    (rows not contiguous) re-reads slowly: then A and B together must fit half of L2."""
+    m, n, k = _extents(b, g)
+    l2, l1 = target.l2_bytes // 2, target.l1_bytes
+    a_size, b_size = g.a.type.element.size, g.b.type.element.size
+    if not row_stride_is_unit(g.a.type, g.trans_a):
+        return _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
+    a_overflows = _greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
+    rows_of_tile = 2 * target.lanes(g.c.type.element)  # the usual mr: two vectors
+    sliver_bytes = rows_of_tile * a_size + B_PANEL_COLUMNS * b_size  # per k
+    panels_overflow = _greater(b, k, l1 // 2 // sliver_bytes)
+    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * rows_of_tile)
+    return _logical(
+        b, BinaryOp.OR, a_overflows, _logical(b, BinaryOp.AND, panels_overflow, many_rows)
+    )
 
 
-def worth_blocking(m: int, n: int, k: int, element: ScalarType, target: Target) -> bool:
-    """Operands that do not fit half of L2 are packed block by block."""
-    return operand_bytes(m, n, k, element) > target.l2_bytes // 2
+def _extents(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:
+    m, n, k = gemm_extents(g)
+    return (
+        m if m is not None else b.size(g.c, 0),
+        n if n is not None else b.size(g.c, 1),
+        k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1),
+    )
+
+
+def _greater(b: Builder, x: Index, limit: int) -> bool | Value:
+    return x > limit if isinstance(x, int) else b.cmp(CmpCond.GT, x, limit)
+
+
+def _logical(b: Builder, op: BinaryOp, x: bool | Value, y: bool | Value) -> bool | Value:
+    """x or y, x and y: folded where a side is known."""
+    for known, other in ((x, y), (y, x)):
+        if isinstance(known, bool):
+            absorbing = known if op is BinaryOp.OR else not known
+            return known if absorbing else other
+    return b.arith(op, x, y)
 
 
 def tile_gemm_blocked(

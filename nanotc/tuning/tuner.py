@@ -34,6 +34,7 @@ import numpy as np
 from nanotc.api import Compilation
 from nanotc.api import compile as compile_program
 from nanotc.check import load
+from nanotc.ir.builder import Builder
 from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program, Region
 from nanotc.ir.instructions import Gemm
@@ -51,7 +52,7 @@ from nanotc.lowering.choices import (
     signature,
 )
 from nanotc.lowering.gemm_amx import amx_applies
-from nanotc.lowering.gemm_blocked import ONE, blocking, worth_blocking
+from nanotc.lowering.gemm_blocked import ONE, blocking, needs_blocking
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
 from nanotc.lowering.register_tile import RegisterTile, candidates, choose, estimate
 from nanotc.targets import Target, get, runs_on_host
@@ -235,9 +236,9 @@ def _sites(region: Region, target: Target, large: bool) -> list[Site]:
 
 
 def _paths(g: Gemm, target: Target, large: bool) -> list[str]:
-    m, n, k = gemm_extents(g)
-    if m is not None and n is not None and k is not None:
-        return [BLOCKED if worth_blocking(m, n, k, g.c.type.element, target) else DIRECT]
+    blocked = needs_blocking(Builder(Region()), g, target)
+    if isinstance(blocked, bool):
+        return [BLOCKED if blocked else DIRECT]
     return [DIRECT, BLOCKED] if large else [DIRECT]
 
 

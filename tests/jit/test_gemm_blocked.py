@@ -1,7 +1,8 @@
-"""GEMM on operands larger than half of L2: the blocked path (packed A and B panels around the
-nanokernels) against numpy, for every transpose, f32 and f64, extents that leave partial
-cache blocks, partial register panels and K tails, on every target; dynamic sizes choosing
-the blocked path at run time; and a B whose K stride is not 1 (packed element by element)."""
+"""GEMM on operands larger than the caches: the choice of the blocked path (packed A and B
+panels around the nanokernels), statically and at run time, and its results against numpy
+for every transpose, f32 and f64, extents that leave partial cache blocks, partial register
+panels and K tails, on every target; and a B whose K stride is not 1 (packed element by
+element)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,41 @@ def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
     want = expected(a, b, c, "n", "n", 1.0, 1.0)
     compilation["k"](1.0, a, b, 1.0, c, group_size=1)
     check(c, want, "f32", k)
+
+
+@pytest.mark.parametrize(
+    ("ta", "shape", "blocked"),
+    [
+        ("n", (49, 512, 4608), False),  # A in L2, two rows of tiles: B panels read twice
+        ("n", (3136, 256, 64), False),  # A in L2, a tile's A sliver and B panel in L1
+        ("n", (784, 512, 256), True),  # slivers overflow L1 and 25 rows of tiles reread B
+        ("n", (1200, 20, 1200), True),  # A overflows L2
+        ("t", (49, 512, 4608), True),  # A^T gathered: A and B together overflow L2
+    ],
+    ids=str,
+)
+def test_path_follows_what_the_direct_path_rereads(
+    ta: str, shape: tuple[int, int, int], blocked: bool, rng
+) -> None:
+    m, n, k = shape
+    a_shape = f"{k}x{m}" if ta == "t" else f"{m}x{k}"
+    compilation = compiled(gemm_text("f32", ta, "n", (a_shape, f"{k}x{n}", f"{m}x{n}")), "avx512")
+    assert ("tile.pack" in compilation.tiled()) is blocked
+    if m * n * k < 30_000_000:  # run the cheaper ones too
+        a, b, c = operands(rng, "f32", ta, "n", m, n, k)
+        want = expected(a, b, c, ta, "n", 1.0, 0.0)
+        compilation["k"](1.0, a, b, 0.0, c, group_size=1)
+        check(c, want, "f32", k)
+
+
+def test_dynamic_sizes_test_the_same_rule_at_run_time(rng) -> None:
+    """Both sides of each clause: few rows with a long K (direct), many rows with a long K
+    (blocked), many rows with a short K (direct)."""
+    compilation = compiled(gemm_text("f32", "n", "n", ("?x?",) * 3))
+    tiled = compilation.tiled()
+    assert "arith.or" in tiled and "tile.pack" in tiled
+    for m, n, k in [(60, 40, 3000), (300, 40, 3000), (900, 70, 60)]:
+        a, b, c = operands(rng, "f32", "n", "n", m, n, k)
+        want = expected(a, b, c, "n", "n", 1.5, -1.0)
+        compilation["k"](1.5, a, b, -1.0, c, group_size=1)
+        check(c, want, "f32", k)
