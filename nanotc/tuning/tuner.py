@@ -54,7 +54,7 @@ from nanotc.lowering.choices import (
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import ONE, blocking, needs_blocking
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
-from nanotc.lowering.register_tile import RegisterTile, candidates, choose, estimate
+from nanotc.lowering.register_tile import RegisterTile, choose, ranked
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
 from nanotc.tuning import database
@@ -276,9 +276,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     reserved = site.signature.reserved
     if site.signature.path == BLOCKED:
         m = n = k = None  # blocks: the model assumes large extents
-    options = candidates(target, site.element, m, reserved)
-    ranked = sorted(options, key=lambda t: (estimate(t, m, n, k), -t.mv * t.nr))
-    out = [(t.mv, t.nr) for t in ranked if (t.mv, t.nr) != site.analytical.tile]
+    tiles = ranked(target, site.element, m, n, k, reserved)
+    out = [(t.mv, t.nr) for t in tiles if (t.mv, t.nr) != site.analytical.tile]
     return out[: max(0, count)]
 
 
