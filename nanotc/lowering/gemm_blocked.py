@@ -75,6 +75,8 @@ def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
     rows_of_tile = 2 * target.lanes(g.c.type.element)  # the usual mr: two vectors
     sliver_bytes = rows_of_tile * a_size + B_PANEL_COLUMNS * b_size  # per k
     panels_overflow = _greater(b, k, l1 // 2 // sliver_bytes)
+    if a_overflows is True or panels_overflow is False:  # no test left to emit
+        return a_overflows
     many_rows = _greater(b, m, FEW_ROWS_OF_TILES * rows_of_tile)
     return _logical(
         b, BinaryOp.OR, a_overflows, _logical(b, BinaryOp.AND, panels_overflow, many_rows)
