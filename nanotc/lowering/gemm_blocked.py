@@ -38,8 +38,7 @@ from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
-B_PANEL_COLUMNS = 16  # at least a register tile's columns
-FEW_ROWS_OF_TILES = 2
+FEW_ROWS_OF_TILES = 2  # of two vectors each
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
@@ -59,28 +58,24 @@ def blocking(target: Target, element: ScalarType, tile: RegisterTile) -> Blockin
 
 
 def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
-    """Whether the direct path would run out of cache (a run-time test where a size is
-    dynamic). It reads A again for every column of register tiles and each B panel (k x nr)
-    for every row of tiles, so it needs A in half of L2, and a tile's A sliver and B panel
-    (k x (mr + nr)) in half of L1, unless there are at most two rows of tiles: reading each
-    B panel twice from L2 costs less than packing B (W3's M = 49 ran 1.35x faster direct;
-    M = 784 with k = 256, whose slivers overflow L1, 1.1x slower). An A read with gathers
-    (rows not contiguous) re-reads slowly: then A and B together must fit half of L2."""
+    """Whether to pack (a run-time test where a size is dynamic): when A and B together
+    overflow half of L2, except with at most two rows of register tiles and A within half of
+    L2. The direct path rereads A for every column of tiles, from L2, and each B panel for
+    every row of tiles: with two rows, reading each B panel twice costs less than packing B
+    (W3's M = 49 ran 1.35x faster direct). Packing pays only for large operands: in-cache
+    gemms such as 128x64x256 ran 1.2x slower packed."""
     m, n, k = _extents(b, g)
-    l2, l1 = target.l2_bytes // 2, target.l1_bytes
-    a_size, b_size = g.a.type.element.size, g.b.type.element.size
-    if not row_stride_is_unit(g.a.type, g.trans_a):
-        return _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
+    l2 = target.l2_bytes // 2
+    a_size = g.a.type.element.size
+    operands = b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n))
+    overflow = _greater(b, operands, l2 // a_size)
+    if overflow is False or not row_stride_is_unit(g.a.type, g.trans_a):
+        return overflow  # a gathered A (rows not contiguous) rereads slowly: always pack
+    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
+    if many_rows is True:
+        return overflow
     a_overflows = _greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
-    rows_of_tile = 2 * target.lanes(g.c.type.element)  # the usual mr: two vectors
-    sliver_bytes = rows_of_tile * a_size + B_PANEL_COLUMNS * b_size  # per k
-    panels_overflow = _greater(b, k, l1 // 2 // sliver_bytes)
-    if a_overflows is True or panels_overflow is False:  # no test left to emit
-        return a_overflows
-    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * rows_of_tile)
-    return _logical(
-        b, BinaryOp.OR, a_overflows, _logical(b, BinaryOp.AND, panels_overflow, many_rows)
-    )
+    return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, many_rows, a_overflows))
 
 
 def _extents(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:

@@ -96,8 +96,8 @@ def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
     ("ta", "shape", "blocked"),
     [
         ("n", (49, 512, 4608), False),  # A in L2, two rows of tiles: B panels read twice
-        ("n", (3136, 256, 64), False),  # A in L2, a tile's A sliver and B panel in L1
-        ("n", (784, 512, 256), True),  # slivers overflow L1 and 25 rows of tiles reread B
+        ("n", (128, 64, 256), False),  # A and B in L2: packing costs more than it saves
+        ("n", (784, 512, 256), True),  # A and B overflow L2, 25 rows of tiles reread B
         ("n", (1200, 20, 1200), True),  # A overflows L2
         ("t", (49, 512, 4608), True),  # A^T gathered: A and B together overflow L2
     ],
@@ -119,7 +119,7 @@ def test_path_follows_what_the_direct_path_rereads(
 
 def test_dynamic_sizes_test_the_same_rule_at_run_time(rng) -> None:
     """Both sides of each clause: few rows with a long K (direct), many rows with a long K
-    (blocked), many rows with a short K (direct)."""
+    (blocked), operands within L2 (direct)."""
     compilation = compiled(gemm_text("f32", "n", "n", ("?x?",) * 3))
     tiled = compilation.tiled()
     assert "arith.or" in tiled and "tile.pack" in tiled
