@@ -38,6 +38,7 @@ from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
+B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
@@ -58,24 +59,28 @@ def blocking(target: Target, element: ScalarType, tile: RegisterTile) -> Blockin
 
 
 def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
-    """Whether to pack (a run-time test where a size is dynamic): when A and B together
-    overflow half of L2, except with at most two rows of register tiles and A within half of
-    L2. The direct path rereads A for every column of tiles, from L2, and each B panel for
-    every row of tiles: with two rows, reading each B panel twice costs less than packing B
-    (W3's M = 49 ran 1.35x faster direct). Packing pays only for large operands: in-cache
-    gemms such as 128x64x256 ran 1.2x slower packed."""
+    """Whether to pack (a run-time test where a size is dynamic). Not while A and B fit half
+    of L2 together: packing costs more than it saves (in-cache 128x64x256 ran 1.2x slower
+    packed). Beyond that, the direct path still wins while A alone fits: it rereads A from
+    L2 for every column of register tiles, and each B panel (k x nr) for every row of tiles,
+    from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
+    196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct, 196x256x1024 1.07x slower).
+    A gathered A (rows not contiguous) rereads slowly: then always pack."""
     m, n, k = _extents(b, g)
     l2 = target.l2_bytes // 2
-    a_size = g.a.type.element.size
-    operands = b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n))
-    overflow = _greater(b, operands, l2 // a_size)
+    a_size, b_size = g.a.type.element.size, g.b.type.element.size
+    overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
     if overflow is False or not row_stride_is_unit(g.a.type, g.trans_a):
-        return overflow  # a gathered A (rows not contiguous) rereads slowly: always pack
-    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
-    if many_rows is True:
         return overflow
     a_overflows = _greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
-    return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, many_rows, a_overflows))
+    if a_overflows is True:
+        return overflow
+    panel_overflows = _greater(b, k, target.l1_bytes // (B_PANEL_COLUMNS * b_size))
+    if panel_overflows is False:
+        return _logical(b, BinaryOp.AND, overflow, a_overflows)
+    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
+    rereads_b = _logical(b, BinaryOp.AND, panel_overflows, many_rows)
+    return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, a_overflows, rereads_b))
 
 
 def _extents(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:

@@ -95,9 +95,10 @@ def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
 @pytest.mark.parametrize(
     ("ta", "shape", "blocked"),
     [
-        ("n", (49, 512, 4608), False),  # A in L2, two rows of tiles: B panels read twice
         ("n", (128, 64, 256), False),  # A and B in L2: packing costs more than it saves
-        ("n", (784, 512, 256), True),  # A and B overflow L2, 25 rows of tiles reread B
+        ("n", (196, 1024, 512), False),  # A in L2, each B panel in L1
+        ("n", (49, 512, 4608), False),  # A in L2, two rows of tiles read each B panel
+        ("n", (196, 256, 1024), True),  # B panels beyond L1, reread by 7 rows of tiles
         ("n", (1200, 20, 1200), True),  # A overflows L2
         ("t", (49, 512, 4608), True),  # A^T gathered: A and B together overflow L2
     ],
