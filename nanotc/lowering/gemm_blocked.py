@@ -50,9 +50,17 @@ class Blocking:
     nc: int
 
 
-def blocking(target: Target, element: ScalarType, tile: RegisterTile) -> Blocking:
+def blocking(
+    target: Target, element: ScalarType, tile: RegisterTile, k: int | None = None
+) -> Blocking:
+    """Block sizes from the caches; a static K is split into equal K blocks, so no block is
+    a short remainder whose nanokernels spend most of their time loading and storing C
+    (784x128x512: 256 + 256 instead of 432 + 80 ran 1.09x faster)."""
     size = element.size
     kc = max(64, min(512, target.l1_bytes // 2 // (tile.nr * size)) // 8 * 8)
+    if k is not None and k > kc:
+        blocks = -(-k // kc)
+        kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
     return Blocking(mc, kc, nc)
@@ -116,7 +124,7 @@ def tile_gemm_blocked(
     # blocks have any size, so the model assumes large (dynamic) extents
     tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
     override = blocking_override(options, sig, tile)
-    blocks = Blocking(*override) if override else blocking(target, ct, tile)
+    blocks = Blocking(*override) if override else blocking(target, ct, tile, k)
     b = Builder(Region())
     extent_m = m if m is not None else b.size(g.c, 0)
     extent_n = n if n is not None else b.size(g.c, 1)

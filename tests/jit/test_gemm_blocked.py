@@ -11,6 +11,11 @@ import itertools
 import numpy as np
 import pytest
 
+from nanotc.ir.types import ScalarType
+from nanotc.lowering.gemm_blocked import blocking
+from nanotc.lowering.register_tile import RegisterTile
+from nanotc.targets import get
+
 from .helpers import compiled
 
 SHAPE = (611, 45, 467)  # M, N, K: A alone is over 1 MiB in f32; no extent a whole block
@@ -129,3 +134,14 @@ def test_dynamic_sizes_test_the_same_rule_at_run_time(rng) -> None:
         want = expected(a, b, c, "n", "n", 1.5, -1.0)
         compilation["k"](1.5, a, b, -1.0, c, group_size=1)
         check(c, want, "f32", k)
+
+
+def test_static_k_splits_into_equal_blocks() -> None:
+    avx512, tile = get("avx512"), RegisterTile(2, 14, 16)
+    widest = blocking(avx512, ScalarType.F32, tile).kc
+    assert blocking(avx512, ScalarType.F32, tile, widest).kc == widest
+    assert blocking(avx512, ScalarType.F32, tile, 512).kc == 256  # not widest + a remainder
+    for k in (widest + 1, 1024, 2304, 4607):
+        kc = blocking(avx512, ScalarType.F32, tile, k).kc
+        blocks = -(-k // kc)
+        assert kc <= widest and kc % 8 == 0 and blocks == -(-k // widest)
