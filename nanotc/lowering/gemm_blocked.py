@@ -1,8 +1,9 @@
 """gemm on operands larger than the caches: BLIS-style blocking with packing.
 
+    C := beta * C                        (skipped for beta = 0: the first K block writes C)
     for jc in N step nc:                 B block: kc x nc, packed once per (jc, pc)
-      C := beta * C                        (C not read if beta = 0)
-    for pc in K step kc:               the K blocks accumulate into C (beta 1)
+      for pc in K step kc:               the K blocks accumulate into C (beta 1 after the
+                                         first)
         pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels)
         for ic in M step mc:             A block: mc x kc, stays in L2
           pack op(A)[ic:, pc:] in mr-row panels (contiguous mr x kc panels)
@@ -119,7 +120,7 @@ def tile_gemm_blocked(
     c_type: MemRefType = g.c.type
     ct = c_type.element
     m, n, k = gemm_extents(g)
-    reserved = epilogue_registers(g.alpha, ONE)
+    reserved = blocked_reserved(g)
     sig = signature(g, BLOCKED, (m, n, k), reserved)
     # blocks have any size, so the model assumes large (dynamic) extents
     tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
@@ -129,13 +130,17 @@ def tile_gemm_blocked(
     extent_m = m if m is not None else b.size(g.c, 0)
     extent_n = n if n is not None else b.size(g.c, 1)
     extent_k = k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1)
-    b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
+    # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
+    # first K block to write C
+    if not _first_block_writes_c(g):
+        b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
     b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
     with b.for_(0, extent_n, blocks.nc) as (outer, jc):
         nb = block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
             kb = block_extent(middle, extent_k, pc, blocks.kc)
+            beta = _block_beta(middle, g, pc, extent_k, blocks.kc)
             flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
             middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
                        panel=tile.nr, target=b_pack)  # fmt: skip
@@ -143,9 +148,37 @@ def tile_gemm_blocked(
                 mb = block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, source=g.a, row=ic, col=pc, rows=mb,
                           cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
-                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, Constant(1, g.beta.type))
+                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, beta)
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
+
+
+def blocked_reserved(g: Gemm) -> int:
+    """Vector registers the blocked path's nanokernels keep for alpha and their beta (a
+    run-time choice between 0 and 1 when the first K block writes C)."""
+    return epilogue_registers(g.alpha, ONE) + int(_first_block_writes_c(g))
+
+
+def _first_block_writes_c(g: Gemm) -> bool:
+    """C = alpha A B (beta 0, not atomic): the first K block stores C without reading it,
+    instead of a pass that zeroes C for the first block to read back. Other betas keep that
+    pass: a run-time beta in every nanokernel's epilogue (beta times C), beside a run-time
+    alpha, would no longer fit the registers."""
+    return not g.atomic and isinstance(g.beta, Constant) and g.beta.value == 0
+
+
+def _block_beta(b: Builder, g: Gemm, pc: Value, extent_k: Index, kc: int) -> Value:
+    """beta 0 for the first K block when it writes C, 1 for the blocks adding to it."""
+    one = Constant(1, g.beta.type)
+    if not _first_block_writes_c(g):
+        return one
+    if isinstance(extent_k, int) and extent_k <= kc:
+        return g.beta
+    choice = b.if_(b.cmp(CmpCond.EQ, pc, 0), returns=[g.beta.type])
+    choice.then.yield_(g.beta)
+    assert choice.otherwise is not None
+    choice.otherwise.yield_(one)
+    return choice.results
 
 
 def block_extent(b: Builder, extent: Index, start: Value, block: int) -> Index:

@@ -52,7 +52,7 @@ from nanotc.lowering.choices import (
     signature,
 )
 from nanotc.lowering.gemm_amx import amx_applies
-from nanotc.lowering.gemm_blocked import ONE, blocking, needs_blocking
+from nanotc.lowering.gemm_blocked import blocked_reserved, blocking, needs_blocking
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
 from nanotc.targets import Target, get, runs_on_host
@@ -246,9 +246,9 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
     element = g.c.type.element
     extents = gemm_extents(g)
     if path == BLOCKED:
-        reserved = epilogue_registers(g.alpha, ONE)
+        reserved = blocked_reserved(g)
         tile = choose(target, element, None, None, None, reserved)
-        blocks = blocking(target, element, tile)
+        blocks = blocking(target, element, tile, extents[2])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
     else:
         reserved = epilogue_registers(g.alpha, g.beta)
@@ -285,7 +285,7 @@ def blocking_candidates(
     site: Site, tile: RegisterTile, target: Target
 ) -> list[tuple[int, int, int]]:
     """Block sizes around the analytical ones for `tile`: kc and mc halved and doubled."""
-    base = blocking(target, site.element, tile)
+    base = blocking(target, site.element, tile, site.signature.shape[2])
     out: list[tuple[int, int, int]] = []
     for kc_scale in (1.0, 0.5, 2.0):
         for mc_scale in (1.0, 0.5, 2.0):

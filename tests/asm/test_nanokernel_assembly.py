@@ -109,9 +109,10 @@ def test_batch_reduce_keeps_accumulators_across_the_batch() -> None:
 
 
 def test_blocked_path_packs_and_stays_spill_free() -> None:
-    text = """func @k(%A: memref<f32x512x512>, %B: memref<f32x512x512>, %C: memref<f32x512x512>) {
-  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, memref<f32x512x512>, memref<f32x512x512>, f32, memref<f32x512x512>
-}"""
+    t = "memref<f32x1024x1024>"  # A alone overflows half of L2
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {t}, {t}, f32, {t}
+}}"""
     compilation = nanotc.compile(text, target="avx512")
     assert "tile.pack" in compilation.tiled()
     check_hot_loops(text, "avx512")

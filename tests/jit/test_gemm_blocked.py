@@ -145,3 +145,21 @@ def test_static_k_splits_into_equal_blocks() -> None:
         kc = blocking(avx512, ScalarType.F32, tile, k).kc
         blocks = -(-k // kc)
         assert kc <= widest and kc % 8 == 0 and blocks == -(-k // widest)
+
+
+@pytest.mark.parametrize("shapes", [("611x467", "467x45", "611x45"), ("?x?",) * 3], ids=str)
+def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], rng) -> None:
+    """The first K block writes C (no zeroing pass before it): a C of NaNs must not leak."""
+    m, n, k = SHAPE
+    a_t, b_t, c_t = (f"memref<f32x{s}>" for s in shapes)
+    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+}}""")
+    tiled = compilation.tiled()
+    assert "tile.pack" in tiled
+    if "?" not in shapes[0]:  # K is static and > 0: no pass over C before the blocks
+        assert "tile.scale" not in tiled
+    a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
+    c = np.full((m, n), np.nan, np.float32, order="F")
+    compilation["k"](a, b, c, group_size=1)
+    check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
