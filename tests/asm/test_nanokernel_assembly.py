@@ -118,6 +118,20 @@ def test_blocked_path_packs_and_stays_spill_free() -> None:
     check_hot_loops(text, "avx512")
 
 
+def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
+    """A K loop over a contiguous A prefetches the lines of A a few steps ahead (one per 64
+    bytes of the tile's rows); a fully unrolled small kernel has no loop to run ahead of."""
+    t = "memref<f32x1024x1024>"
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {t}, {t}, f32, {t}
+}}"""
+    k_loops = [loop for loop in asm.hot_loops(assembly(text, "avx512"), "k")
+               if loop.count("vfmadd") >= 24]  # fmt: skip
+    assert k_loops and all(loop.count("prefetcht0") == 2 for loop in k_loops)  # 32 rows
+    small = asm.hot_loops(assembly(batched_gemm("f32", 16, 16, 16), "avx512"), "k")
+    assert small and not any(loop.count("prefetch") for loop in small)
+
+
 def test_blocked_path_reads_packed_panels_without_masks() -> None:
     """Packed A panels are zero-padded to whole tiles, so the K loop loads them unmasked even
     when the block's rows are only known at run time (M = 1000 is not a whole number of

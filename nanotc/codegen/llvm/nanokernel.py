@@ -18,6 +18,7 @@ from nanotc.codegen.llvm.helpers import (
     convert,
     element_ptr,
     for_range,
+    intrinsic,
     load_scalar,
     mul,
     sub,
@@ -37,9 +38,10 @@ from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, ScalarType
 from nanotc.ir.values import Constant
-from nanotc.lowering.nanokernel import Access, Beta, GemmNanokernel, plan
+from nanotc.lowering.nanokernel import A_PREFETCH_STEPS, Access, Beta, GemmNanokernel, plan
 
 Accumulators = list[ir.Value]  # index j * vectors + v
+CACHE_LINE_BYTES = 64
 
 
 class NanokernelEmitter:
@@ -103,6 +105,8 @@ class NanokernelEmitter:
         a_pointers = self._a_lane_pointers(a_base, a, a.stride[a_rows])
 
         def step(k: Dim, acc: Accumulators) -> Accumulators:
+            if p.prefetches_a:
+                self._prefetch_a(a, a_base, a.stride[a_k], k)
             a_vectors = [
                 self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v) for v in range(p.vectors)
             ]
@@ -178,6 +182,18 @@ class NanokernelEmitter:
         if isinstance(depth, int) and depth % unroll == 0:
             return acc
         return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
+
+    def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:
+        """Prefetch (for reading, into L1) the cache lines of the tile's rows of A at column
+        k + A_PREFETCH_STEPS. Near the end that is past A: a prefetch never faults, and the
+        address is computed without `inbounds`, so it stays a plain address."""
+        b, element = self.b, a.type.element
+        ahead = mul(b, add(b, k, A_PREFETCH_STEPS), k_stride)
+        for row in range(0, self.p.vectors * self.p.lanes, CACHE_LINE_BYTES // element.size):
+            offset = as_value(b, add(b, ahead, row))
+            ptr = b.gep(base, [offset], source_etype=memory_type(element))
+            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
+                      [ptr, const(0, I32), const(3, I32), const(1, I32)])  # fmt: skip
 
     def _a_lane_pointers(
         self, base: ir.Value, a: MemrefValue, lane_stride: Dim
