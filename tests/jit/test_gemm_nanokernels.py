@@ -349,3 +349,14 @@ def test_tile_model_counts_rereading_a_from_l2() -> None:
     assert from_l2.mv <= 2 and from_l2.nr >= 13
     in_l1 = choose(avx512, f32, 80, 100, 64)  # A: 20 KiB
     assert (in_l1.mv, in_l1.nr) == (5, 5)  # all 80 rows in one tile
+
+
+def test_tile_model_prefers_tiles_as_tall_as_c_among_equals() -> None:
+    """Equal estimates: a tile covering all of M reads A's columns whole and in order (the
+    memory-bound batches stream faster), unless it is narrower than 4 columns."""
+    avx512 = get("avx512")
+    tall = choose(avx512, ScalarType.F32, 64, 64, 64)
+    assert tall.mr >= 64 and tall.nr >= 4
+    assert choose(avx512, ScalarType.F64, 32, 32, 32).mr >= 32
+    narrow_avoided = choose(avx512, ScalarType.F64, 56, 9, 9)  # 56 x 3 would be as tall
+    assert narrow_avoided.nr >= 4

@@ -42,6 +42,7 @@ from nanotc.lowering.nanokernel import A_PREFETCH_STEPS, Access, Beta, GemmNanok
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 CACHE_LINE_BYTES = 64
+PREFETCH_NEXT_C = 0
 
 
 class NanokernelEmitter:
@@ -86,6 +87,21 @@ class NanokernelEmitter:
         origin = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
         offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, j, c.stride[1]))
         return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
+
+    def prefetch_next_c(self, c: MemrefValue) -> None:
+        b, element = self.b, c.type.element
+        mr = self.p.vectors * self.p.lanes
+        for j in range(self.p.columns):
+            for r in range(0, mr, CACHE_LINE_BYTES // element.size):
+                ptr = self._c_pointer(c, j, 0)
+                off = as_value(b, mul(b, PREFETCH_NEXT_C * mr + r, c.stride[0]))
+                ptr = b.gep(ptr, [off], source_etype=memory_type(element))
+                intrinsic(
+                    b,
+                    "llvm.prefetch.p0",
+                    ir.VoidType(),
+                    [ptr, const(1, I32), const(3, I32), const(1, I32)],
+                )
 
     # -- the K loop ----------------------------------------------------------------------------
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
@@ -387,6 +403,8 @@ class _PairLoads:
 def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
     schedule_barrier(e.b)
+    if PREFETCH_NEXT_C and kernel.p.c_access is Access.CONTIGUOUS:
+        kernel.prefetch_next_c(e.value(inst.c))
     acc = kernel.accumulate(kernel.initial(e.value(inst.c)), e.value(inst.a), e.value(inst.b))
     kernel.epilogue(acc, e.value(inst.c))
     schedule_barrier(e.b)
