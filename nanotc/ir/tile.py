@@ -38,6 +38,9 @@ accumulator tiles stay in AMX tile registers for the whole K loop.
 
 `tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
 applies beta once, then accumulates its K blocks with beta 1).
+
+`tile.prefetch X` asks for the cache lines of the view X ahead of its use (`.write`: to be
+written). It has no effect on values, never faults, and may address past an array's end.
 """
 
 from __future__ import annotations
@@ -155,6 +158,14 @@ class TileScale(Instruction):
     syntax = "$beta , $c : type($beta), type($c)"
 
 
+class TilePrefetch(Instruction):
+    name = "tile.prefetch"
+    kind = Kind.COLLECTIVE
+    write = attribute(Flag("write"), default=False)
+    source = operand()
+    syntax = "{write} $source : type($source)"
+
+
 class TilePackAmx(Instruction):
     name = "tile.pack_amx"
     kind = Kind.COLLECTIVE
@@ -202,5 +213,5 @@ class TileMin(Instruction):
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm,
+    TileAmxGemm, TilePrefetch,
 )  # fmt: skip

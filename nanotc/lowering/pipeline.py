@@ -7,7 +7,9 @@ The default pipeline, in order:
 0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
-2. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
+2. prefetch-next-group: small gemms on group-indexed views prefetch the next work-group's
+   operands (`lowering/prefetch.py`);
+3. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
    the operands or, for operands larger than the caches, on packed blocks.
 """
 
@@ -22,6 +24,7 @@ from nanotc.lowering.batch_reduce import lower_batch_reduce
 from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm import lower_gemms
+from nanotc.lowering.prefetch import prefetch_next_group
 from nanotc.targets import Target
 
 
@@ -48,6 +51,14 @@ class BatchReduce:
 
 
 @dataclass(frozen=True)
+class PrefetchNextGroup:
+    name: str = "prefetch-next-group"
+
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        prefetch_next_group(func, target)
+
+
+@dataclass(frozen=True)
 class Blas2AsGemm:
     name: str = "blas2-as-gemm"
 
@@ -55,7 +66,12 @@ class Blas2AsGemm:
         rewrite_blas2(func)
 
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (Blas2AsGemm(), BatchReduce(), GemmTiles())
+DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    Blas2AsGemm(),
+    BatchReduce(),
+    PrefetchNextGroup(),
+    GemmTiles(),
+)
 
 
 def lower(

@@ -1,5 +1,5 @@
-"""Memory and view instructions: load, store, size, subview, expand, fuse, alloca, and the
-instructions with no code on a CPU (lifetime_stop, barrier).
+"""Memory and view instructions: load, store, size, subview, expand, fuse, alloca, the
+`tile.prefetch` hint, and the instructions with no code on a CPU (lifetime_stop, barrier).
 
 Views never copy: they compute a new data pointer and new sizes/strides. Where the result
 type knows a size or stride statically, that value is used and no code is emitted for it.
@@ -14,6 +14,7 @@ from nanotc.codegen.llvm.helpers import (
     as_value,
     div,
     element_ptr,
+    intrinsic,
     linear_offset,
     load_scalar,
     memref_element,
@@ -21,7 +22,17 @@ from nanotc.codegen.llvm.helpers import (
     store_scalar,
     sub,
 )
-from nanotc.codegen.llvm.types import I8, I64, PTR, Dim, GroupValue, MemrefValue, memory_type
+from nanotc.codegen.llvm.types import (
+    I8,
+    I32,
+    I64,
+    PTR,
+    Dim,
+    GroupValue,
+    MemrefValue,
+    const,
+    memory_type,
+)
 from nanotc.ir.instructions import (
     Alloca,
     Barrier,
@@ -33,8 +44,11 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
 )
+from nanotc.ir.tile import TilePrefetch
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Constant
+
+CACHE_LINE_BYTES = 64
 
 STACK_ALLOCA_LIMIT = 64 * 1024
 """Allocas up to this size live on the stack; larger ones in the per-chunk scratch area."""
@@ -104,6 +118,25 @@ def _subview(e: FunctionEmitter, inst: Subview) -> None:
         e.b, source.ptr, source.type.element, linear_offset(e.b, offsets, source.stride)
     )
     e.define(inst.result, MemrefValue(result_type, ptr, tuple(shape), tuple(stride)))
+
+
+@emits(TilePrefetch)
+def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
+    """One prefetch per cache line of each column (of the whole block when the columns are
+    adjacent), at static sizes; addresses without `inbounds`, as the view may lie past the
+    array (a prefetch never faults)."""
+    view: MemrefValue = e.value(inst.source)
+    rows, cols = (view.shape + (1, 1))[:2]
+    stride = view.stride[1] if len(view.stride) > 1 else 0
+    if stride == rows:  # dense: one block
+        rows, cols = rows * cols, 1
+    size = view.type.element.size
+    b, rw = e.b, const(int(inst.write), I32)
+    for j in range(cols):
+        for byte in [*range(0, rows * size, CACHE_LINE_BYTES), rows * size - 1]:
+            offset = ir.Constant(I64, j * stride * size + byte)
+            ptr = b.gep(view.ptr, [offset], source_etype=I8)
+            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(), [ptr, rw, const(3, I32), const(1, I32)])
 
 
 @emits(Expand)
