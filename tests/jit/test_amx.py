@@ -16,7 +16,8 @@ from nanotc.codegen import asm
 from tests.jit.helpers import check
 
 AMX_HOST = targets.host().amx
-SHAPES = [(32, 32, 32), (64, 64, 64), (100, 70, 1), (17, 40, 600), (300, 65, 513)]
+SHAPES = [(32, 32, 32), (64, 64, 64), (100, 70, 1), (17, 40, 600), (300, 65, 513), (40, 33, 1100)]
+# (40, 33, 1100): two K blocks, the second partial
 
 
 def gemm_text(m: int, n: int, k: int, ta: str, tb: str, out: str, dynamic: bool) -> str:

@@ -188,10 +188,16 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
         out = element_ptr(b, target.ptr, ScalarType.BF16, start)
         r0, c0 = b.mul(q, const(PANEL)), b.mul(s, const(CHUNK))
         block = _Block(b, base, strides, r0, c0, b.sub(rows, r0), b.sub(cols, c0))
-        if inst.pairs:
-            block.store_pairs(out)
-        else:
-            block.store_rows(out)
+        store = block.store_pairs if inst.pairs else block.store_rows
+        whole = b.and_(
+            b.icmp_signed(">=", block.valid_rows, const(PANEL)),
+            b.icmp_signed(">=", block.valid_cols, const(CHUNK)),
+        )
+        with b.if_else(whole, likely=True) as (full, edge):
+            with full:  # most blocks: no masks to build or apply
+                store(out, masked=False)
+            with edge:
+                store(out, masked=True)
 
 
 class _Block:
@@ -209,8 +215,8 @@ class _Block:
         offset = b.add(row, b.mul(b.add(self.c0, c), as_value(b, self.cs)))
         return element_ptr(b, self.base, ScalarType.BF16, offset)
 
-    def store_rows(self, out: ir.Value) -> None:
-        """16 rows of 32 consecutive columns: one masked 64-byte copy per row where X's
+    def store_rows(self, out: ir.Value, masked: bool) -> None:
+        """16 rows of 32 consecutive columns: one (masked) 64-byte copy per row where X's
         columns are contiguous, element by element otherwise."""
         b = self.b
         t = vec.vector_type(I16, CHUNK)
@@ -218,15 +224,17 @@ class _Block:
             dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
             inside = b.icmp_signed("<", const(r), self.valid_rows)
             if self.cs == 1:
-                columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
-                mask = b.and_(columns, vec.splat(b, inside, CHUNK))
+                mask = None
+                if masked:
+                    columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
+                    mask = b.and_(columns, vec.splat(b, inside, CHUNK))
                 b.store(vec.load(b, t, self._at(const(r), const(0)), mask, 2), dst, align=2)
             else:
                 with for_range(b, 0, CHUNK, name="c") as c:
                     ok = b.and_(inside, b.icmp_signed("<", c, self.valid_cols))
                     self._copy(ok, self._at(const(r), c), element_ptr(b, dst, ScalarType.BF16, c))
 
-    def store_pairs(self, out: ir.Value) -> None:
+    def store_pairs(self, out: ir.Value, masked: bool) -> None:
         """16 K-pairs of 16 rows: two columns interleaved per 64 bytes where X's rows are
         contiguous (the flat-to-VNNI shuffle), element by element otherwise."""
         b = self.b
@@ -236,10 +244,12 @@ class _Block:
             dst = element_ptr(b, out, ScalarType.BF16, p * 2 * PANEL)
             if self.rs == 1:
                 halves = []
-                rows = vec.dynamic_mask(b, PANEL, 0, self.valid_rows)
                 for c in (2 * p, 2 * p + 1):
-                    inside = b.icmp_signed("<", const(c), self.valid_cols)
-                    mask = b.and_(rows, vec.splat(b, inside, PANEL))
+                    mask = None
+                    if masked:
+                        rows = vec.dynamic_mask(b, PANEL, 0, self.valid_rows)
+                        inside = b.icmp_signed("<", const(c), self.valid_cols)
+                        mask = b.and_(rows, vec.splat(b, inside, PANEL))
                     halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
                 interleave = ir.Constant(vec.vector_type(I32, 2 * PANEL), order)
                 pairs = b.shuffle_vector(halves[0], halves[1], interleave)
