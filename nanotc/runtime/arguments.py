@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -53,9 +53,9 @@ class Group:
     offset: int = 0
 
 
-@dataclass(frozen=True)
-class MemrefView:
-    """A memref as the kernel sees it: address of element 0, sizes and element strides."""
+class MemrefView(NamedTuple):
+    """A memref as the kernel sees it: address of element 0, sizes and element strides
+    (a named tuple: one is built per memref argument of every launch)."""
 
     array: np.ndarray  # keeps the memory alive
     address: int
@@ -159,20 +159,19 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
 
 def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
     array = value if type(value) is np.ndarray else _as_array(name, t, value)
-    dtype = numpy_dtype(t.element)
+    dtype, order, static_sizes, static_strides = _memref_spec(t)
     if array.dtype != dtype:
         raise ArgumentError(name, f"{dtype} array for {t}", _describe(array))
-    if t.order == 0 and array.shape == (1,):
+    if order == 0 and array.shape == (1,):
         array = array.reshape(())
     shape, itemsize = array.shape, array.itemsize
-    if len(shape) != t.order:
-        raise ArgumentError(name, f"array with {t.order} dimensions for {t}", _describe(array))
+    if len(shape) != order:
+        raise ArgumentError(name, f"array with {order} dimensions for {t}", _describe(array))
     strides = tuple(s // itemsize for s in array.strides)
     if any(s * itemsize != b for s, b in zip(strides, array.strides)):
         raise ArgumentError(
             name, "strides that are multiples of the element size", _describe(array)
         )
-    static_sizes, static_strides = _static_entries(t)
     for mode, want in static_sizes:
         if shape[mode] != want:
             raise ArgumentError(name, f"size {want} in mode {mode} for {t}", _describe(array))
@@ -183,7 +182,7 @@ def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
                     name, f"element stride {want} in mode {mode} for {t}", _describe(array)
                 )
     strides = _normalise_unit_modes(t, shape, strides)
-    return MemrefView(array, array.__array_interface__["data"][0], shape, strides)
+    return MemrefView(array, array.ctypes.data, shape, strides)
 
 
 def _normalise_unit_modes(
@@ -207,13 +206,14 @@ def _normalise_unit_modes(
 
 
 @lru_cache(maxsize=1024)
-def _static_entries(
+def _memref_spec(
     t: MemRefType,
-) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
-    """(mode, value) of the static sizes and strides of a memref type."""
+) -> tuple[np.dtype[Any], int, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """What binding checks of a memref type: its dtype, order, and (mode, value) of its
+    static sizes and strides (derived once per type: binding runs at every launch)."""
     sizes = tuple((m, s) for m, s in enumerate(t.shape) if s is not DYNAMIC)
     strides = tuple((m, s) for m, s in enumerate(t.stride) if s is not DYNAMIC)
-    return sizes, strides
+    return numpy_dtype(t.element), t.order, sizes, strides
 
 
 def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None) -> GroupView:
