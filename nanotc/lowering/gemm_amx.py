@@ -24,7 +24,7 @@ from nanotc.ir.tile import TileAmxGemm, TileMin, TilePackAmx, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Value
 from nanotc.lowering.gemm_blocked import block_extent
-from nanotc.lowering.gemm_tiles import Index, gemm_extents
+from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents
 from nanotc.targets import Target
 
 PANEL = 16  # rows of an AMX tile
@@ -51,9 +51,7 @@ def amx_applies(g: Gemm, target: Target) -> bool:
 def tile_gemm_amx(g: Gemm, target: Target) -> list[Instruction]:
     m, n, k = gemm_extents(g)
     b = Builder(Region())
-    em = m if m is not None else b.size(g.c, 0)
-    en = n if n is not None else b.size(g.c, 1)
-    ek = k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1)
+    em, en, ek = extent_values(b, g)
     kc, mc, nc = _fit(k, KC, CHUNK), _fit(m, MC, BLOCK), _fit(n, NC, BLOCK)
     b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     a_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [mc * kc]))

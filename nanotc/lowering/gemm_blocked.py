@@ -33,7 +33,13 @@ from nanotc.lowering.choices import (
     register_tile_for,
     signature,
 )
-from nanotc.lowering.gemm_tiles import Index, epilogue_registers, gemm_extents, tile_block
+from nanotc.lowering.gemm_tiles import (
+    Index,
+    epilogue_registers,
+    extent_values,
+    gemm_extents,
+    tile_block,
+)
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
@@ -75,7 +81,7 @@ def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
     from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
     196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct, 196x256x1024 1.07x slower).
     A gathered A (rows not contiguous) rereads slowly: then always pack."""
-    m, n, k = _extents(b, g)
+    m, n, k = extent_values(b, g)
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
     overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
@@ -90,15 +96,6 @@ def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
     many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
     rereads_b = _logical(b, BinaryOp.AND, panel_overflows, many_rows)
     return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, a_overflows, rereads_b))
-
-
-def _extents(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:
-    m, n, k = gemm_extents(g)
-    return (
-        m if m is not None else b.size(g.c, 0),
-        n if n is not None else b.size(g.c, 1),
-        k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1),
-    )
 
 
 def _greater(b: Builder, x: Index, limit: int) -> bool | Value:
@@ -127,9 +124,7 @@ def tile_gemm_blocked(
     override = blocking_override(options, sig, tile)
     blocks = Blocking(*override) if override else blocking(target, ct, tile, k)
     b = Builder(Region())
-    extent_m = m if m is not None else b.size(g.c, 0)
-    extent_n = n if n is not None else b.size(g.c, 1)
-    extent_k = k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1)
+    extent_m, extent_n, extent_k = extent_values(b, g)
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
     # first K block to write C
     if not _first_block_writes_c(g):

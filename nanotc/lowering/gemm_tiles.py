@@ -50,6 +50,16 @@ def gemm_extents(g: Gemm) -> tuple[int | None, int | None, int | None]:
     return m, n, k
 
 
+def extent_values(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:
+    """M, N, K: the static ones as numbers, the dynamic ones read by `size` instructions."""
+    m, n, k = gemm_extents(g)
+    return (
+        m if m is not None else b.size(g.c, 0),
+        n if n is not None else b.size(g.c, 1),
+        k if k is not None else b.size(g.a, 0 if g.trans_a is Transpose.T else 1),
+    )
+
+
 MicroFactory = Callable[[Builder, "Index", "Index", "Index", int, int], None]
 """Emits one microkernel: (builder, row, col, rows, mr, nr)."""
 
