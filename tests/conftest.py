@@ -1,6 +1,10 @@
 """Session-wide test settings: the kernel cache and the tuning database live in a temporary
 directory, so tests neither read a developer's tuned choices nor fill ~/.cache/nanotc, and
-child processes (CLI tests) inherit the same directory."""
+child processes (CLI tests) inherit the same directory.
+
+Property tests (hypothesis) draw the same examples on every run, so a test run (and CI)
+passes or fails reproducibly; `HYPOTHESIS_PROFILE=explore python -m pytest` draws fresh
+examples each run, to look for new failures."""
 
 from __future__ import annotations
 
@@ -8,6 +12,11 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -261,7 +261,10 @@ class KernelGen:
         stride = flat.strides[0]
         entries = self.choice([f"{rows}x{cols}", f"{rows}x?", f"?x{cols}"])
         self.emit(f"{name} = expand {flat.name}[0 -> {entries}] : {flat.type(e)}")
-        return View(name, shape, (True, True), (stride, stride * rows), flat.root, writable)
+        # a `?` entry is inferred from the flat view's size: static only when that size is
+        inferred = flat.static[0]
+        static = (entries[0] != "?" or inferred, not entries.endswith("?") or inferred)
+        return View(name, shape, static, (stride, stride * rows), flat.root, writable)
 
     # -- statements -----------------------------------------------------------------------------
     def scalar(self, scope: Scope) -> str:
