@@ -42,7 +42,7 @@ from nanotc.ir.types import (
     UnknownType,
     product,
 )
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Constant, OpResult, Value
 
 INT_INDEX = dict(constants=ConstKind.INT, const_type=INDEX)
 
@@ -153,6 +153,11 @@ class GroupId(Instruction):
 
     def result_types(self) -> Sequence[Type]:
         return (INDEX,)
+
+
+def is_group_id(value: object) -> bool:
+    """Whether `value` is the result of a `group_id` instruction."""
+    return isinstance(value, OpResult) and isinstance(value.owner, GroupId)
 
 
 class GroupSize(Instruction):

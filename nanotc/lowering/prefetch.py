@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region
-from nanotc.ir.instructions import BinaryOp, Gemm, GroupId, Subview
+from nanotc.ir.instructions import BinaryOp, Gemm, Subview, is_group_id
 from nanotc.ir.tile import TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType
 from nanotc.ir.values import OpResult, Value
@@ -43,13 +43,13 @@ def _rewrite(region: Region, target: Target) -> None:
 
 
 def _prefetches(g: Gemm) -> list[Instruction]:
-    operands = [(v, write) for v, write in ((g.a, False), (g.b, False), (g.c, True))]
+    operands = ((g.a, False), (g.b, False), (g.c, True))
     views = [(view, write) for v, write in operands if (view := _group_view(v)) is not None]
     if not views:
         return []
     b = Builder(Region())
     last = b.index(BinaryOp.SUB, b.group_size(), 1)
-    group_id = next(o for o in views[0][0].offsets if _is_group_id(o))  # all are equal
+    group_id = next(o for o in views[0][0].offsets if is_group_id(o))  # all are equal
     following = b.add(TileMin, lhs=b.index(BinaryOp.ADD, group_id, 1), rhs=last)
     for view, write in views:
         b.add(TilePrefetch, write=write, source=_next_group_view(b, view, following))
@@ -70,14 +70,10 @@ def _group_view(value: Value) -> Subview | None:
     if not isinstance(value, OpResult) or not isinstance(value.owner, Subview):
         return None
     view = value.owner
-    picks = any(_is_group_id(o) and s is None for o, s in zip(view.offsets, view.sizes))
+    picks = any(is_group_id(o) and s is None for o, s in zip(view.offsets, view.sizes))
     return view if picks else None
 
 
-def _is_group_id(value: Value) -> bool:
-    return isinstance(value, OpResult) and isinstance(value.owner, GroupId)
-
-
 def _next_group_view(b: Builder, view: Subview, following: Value) -> Value:
-    offsets = [following if _is_group_id(o) else o for o in view.offsets]
+    offsets = [following if is_group_id(o) else o for o in view.offsets]
     return b.add(Subview, source=view.source, offsets=offsets, sizes=list(view.sizes))

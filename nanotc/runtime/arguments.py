@@ -29,9 +29,8 @@ import ml_dtypes
 import numpy as np
 
 from nanotc.ir.core import Function, walk
-from nanotc.ir.instructions import GroupId, Load
+from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
-from nanotc.ir.values import OpResult
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
 
 
@@ -117,12 +116,8 @@ def groups_indexed_by_group_id(func: Function) -> frozenset[int]:
     return frozenset(
         i
         for i, p in enumerate(func.arguments)
-        if loads.get(id(p)) and all(_is_group_id(load.indices[0]) for load in loads[id(p)])
+        if loads.get(id(p)) and all(is_group_id(load.indices[0]) for load in loads[id(p)])
     )
-
-
-def _is_group_id(value: Any) -> bool:
-    return isinstance(value, OpResult) and isinstance(value.owner, GroupId)
 
 
 def bind(name: str, t: Type, value: Any, reachable: int | None = None) -> BoundArgument:

@@ -9,7 +9,16 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from nanotc.codegen.llvm import float16
-from nanotc.codegen.llvm.types import I8, I64, Dim, MemrefValue, const, memory_type, register_type
+from nanotc.codegen.llvm.types import (
+    I8,
+    I32,
+    I64,
+    Dim,
+    MemrefValue,
+    const,
+    memory_type,
+    register_type,
+)
 from nanotc.ir.types import ScalarType
 
 
@@ -207,6 +216,15 @@ def fptosi_sat(b: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value:
 
 def _float_suffix(t: ir.Type) -> str:
     return {"half": "f16", "float": "f32", "double": "f64"}[str(t)]
+
+
+CACHE_LINE_BYTES = 64
+
+
+def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
+    """Ask for the cache line of `ptr` in L1 (to be written: `write`); never faults."""
+    args = [ptr, const(int(write), I32), const(3, I32), const(1, I32)]
+    intrinsic(b, "llvm.prefetch.p0", ir.VoidType(), args)
 
 
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Value]) -> ir.Value:

@@ -11,26 +11,25 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
+    CACHE_LINE_BYTES,
     as_value,
     div,
     element_ptr,
-    intrinsic,
     linear_offset,
     load_scalar,
     memref_element,
     mul,
+    prefetch,
     store_scalar,
     sub,
 )
 from nanotc.codegen.llvm.types import (
     I8,
-    I32,
     I64,
     PTR,
     Dim,
     GroupValue,
     MemrefValue,
-    const,
     memory_type,
 )
 from nanotc.ir.instructions import (
@@ -47,8 +46,6 @@ from nanotc.ir.instructions import (
 from nanotc.ir.tile import TilePrefetch
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Constant
-
-CACHE_LINE_BYTES = 64
 
 STACK_ALLOCA_LIMIT = 64 * 1024
 """Allocas up to this size live on the stack; larger ones in the per-chunk scratch area."""
@@ -131,12 +128,11 @@ def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
     if stride == rows:  # dense: one block
         rows, cols = rows * cols, 1
     size = view.type.element.size
-    b, rw = e.b, const(int(inst.write), I32)
+    b = e.b
     for j in range(cols):
         for byte in [*range(0, rows * size, CACHE_LINE_BYTES), rows * size - 1]:
             offset = ir.Constant(I64, j * stride * size + byte)
-            ptr = b.gep(view.ptr, [offset], source_etype=I8)
-            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(), [ptr, rw, const(3, I32), const(1, I32)])
+            prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
 
 
 @emits(Expand)

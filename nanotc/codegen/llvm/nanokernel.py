@@ -12,15 +12,16 @@ from llvmlite import ir
 from nanotc.codegen.llvm import vector as vec
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
+    CACHE_LINE_BYTES,
     add,
     as_value,
     carried_loop,
     convert,
     element_ptr,
     for_range,
-    intrinsic,
     load_scalar,
     mul,
+    prefetch,
     sub,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, write_output
@@ -41,8 +42,6 @@ from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import A_PREFETCH_STEPS, Access, Beta, GemmNanokernel, plan
 
 Accumulators = list[ir.Value]  # index j * vectors + v
-CACHE_LINE_BYTES = 64
-PREFETCH_NEXT_C = 0
 
 
 class NanokernelEmitter:
@@ -87,21 +86,6 @@ class NanokernelEmitter:
         origin = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
         offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, j, c.stride[1]))
         return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
-
-    def prefetch_next_c(self, c: MemrefValue) -> None:
-        b, element = self.b, c.type.element
-        mr = self.p.vectors * self.p.lanes
-        for j in range(self.p.columns):
-            for r in range(0, mr, CACHE_LINE_BYTES // element.size):
-                ptr = self._c_pointer(c, j, 0)
-                off = as_value(b, mul(b, PREFETCH_NEXT_C * mr + r, c.stride[0]))
-                ptr = b.gep(ptr, [off], source_etype=memory_type(element))
-                intrinsic(
-                    b,
-                    "llvm.prefetch.p0",
-                    ir.VoidType(),
-                    [ptr, const(1, I32), const(3, I32), const(1, I32)],
-                )
 
     # -- the K loop ----------------------------------------------------------------------------
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
@@ -207,9 +191,7 @@ class NanokernelEmitter:
         ahead = mul(b, add(b, k, A_PREFETCH_STEPS), k_stride)
         for row in range(0, self.p.vectors * self.p.lanes, CACHE_LINE_BYTES // element.size):
             offset = as_value(b, add(b, ahead, row))
-            ptr = b.gep(base, [offset], source_etype=memory_type(element))
-            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
-                      [ptr, const(0, I32), const(3, I32), const(1, I32)])  # fmt: skip
+            prefetch(b, b.gep(base, [offset], source_etype=memory_type(element)))
 
     def _a_lane_pointers(
         self, base: ir.Value, a: MemrefValue, lane_stride: Dim
@@ -403,8 +385,6 @@ class _PairLoads:
 def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
     schedule_barrier(e.b)
-    if PREFETCH_NEXT_C and kernel.p.c_access is Access.CONTIGUOUS:
-        kernel.prefetch_next_c(e.value(inst.c))
     acc = kernel.accumulate(kernel.initial(e.value(inst.c)), e.value(inst.a), e.value(inst.b))
     kernel.epilogue(acc, e.value(inst.c))
     schedule_barrier(e.b)
