@@ -48,7 +48,7 @@ def unit(source: str) -> str:
     """The key of bench.peak's peaks for the unit the compiled kernel multiplies with: AMX
     tiles, vdpbf16ps, or FMAs on bf16 widened to f32."""
     compilation = nanotc.compile(source, name="<bench>")
-    if "tile.amx_gemm" in compilation.tiled():
+    if "tile.amx_" in compilation.tiled():
         return "amx-bf16"
     return "bf16" if "vdpbf16ps" in compilation.assembly() else "fp32"
 

@@ -27,14 +27,24 @@ nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowerin
 `tile.min` is the smaller of two index values (block extents at the edges of C).
 
 `tile.pack_amx` copies the block X[row : row+rows, col : col+cols] of X = op(source) into
-AMX tile panels of 16 rows: K in chunks of 32, each chunk 16 rows of 32 bf16 (`.rows`: an AMX
-row operand) or 16 K-pairs of 16 rows (`.pairs`: the VNNI operand, two K values per row
-adjacent). Panel q starts at q * 16 * K32 (K32: cols rounded up to 32); padding is zero.
+AMX tile panels of `panel` rows (16, or a multiple of 16 for `.pairs`): K in chunks of 32, each
+chunk 16 rows of 32 bf16 (`.rows`: an AMX row operand) or 16 K-pairs of `panel` rows
+(`.pairs`: the VNNI operand, two K values per row adjacent). Panel q starts at
+q * panel * K32 (K32: cols rounded up to 32); padding is zero, except that `.exact` leaves
+the rows and K pairs past the block unwritten (for tiles of the block's exact shape; the
+second value of an odd K's last pair is still zero).
 
 `tile.amx_gemm alpha, A32, B16, C` adds alpha * op(A) op(B) to C (at most 32 x 32) from packed
 panels: `a` the VNNI panels of op(A) (`.pairs`), `b` the row panels of op(B)^T (`.rows`),
 starting at panels `a_panel` and `b_panel`, over `chunks` chunks of 32 K. Its 2 x 2 f32
 accumulator tiles stay in AMX tile registers for the whole K loop.
+
+`tile.amx_small_gemm alpha, A, B, C k K` adds alpha * op(A) op(B) to a whole small gemm of
+static shape (C at most 64 x 64) with tiles of its exact shape: `a` the VNNI panels of all of
+op(A) (`.pairs`); `b` either op(B) itself, loaded straight into row tiles (its K values
+contiguous, K even), or the row panels of op(B)^T (`.rows`); `.zero` writes C without reading
+it (beta 0). C's columns are tile rows, loaded and stored in place where C is f32 with
+contiguous columns and alpha is 1.
 
 `tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
 applies beta once, then accumulates its K blocks with beta 1).
@@ -171,14 +181,17 @@ class TilePackAmx(Instruction):
     kind = Kind.COLLECTIVE
     trans = attribute(Suffix(Transpose))
     pairs = attribute(Flag("pairs"), default=False)
+    exact = attribute(Flag("exact"), default=False)
     source = operand()
     row = operand(**_INDEX)
     col = operand(**_INDEX)
     rows = operand(**_INDEX)
     cols = operand(**_INDEX)
     target = operand()
+    panel = attribute(IntAttr())
     syntax = (
-        "{trans}{pairs} $source [ $row , $col ] rows $rows cols $cols into $target "
+        "{trans}{pairs}{exact} $source [ $row , $col ] rows $rows cols $cols panel {panel} "
+        "into $target "
         ": type($source), type($target)"
     )
 
@@ -201,6 +214,21 @@ class TileAmxGemm(Instruction):
     )
 
 
+class TileAmxSmallGemm(Instruction):
+    name = "tile.amx_small_gemm"
+    kind = Kind.COLLECTIVE
+    trans_b = attribute(Suffix(Transpose))
+    zero = attribute(Flag("zero"), default=False)
+    alpha = operand(ConstKind.NUMBER)
+    a = operand()
+    b = operand()
+    c = operand()
+    k = operand(**_INDEX)
+    syntax = (
+        "{trans_b}{zero} $alpha , $a , $b , $c k $k : type($alpha), type($a), type($b), type($c)"
+    )
+
+
 class TileMin(Instruction):
     name = "tile.min"
     lhs = operand(**_INDEX)
@@ -213,5 +241,5 @@ class TileMin(Instruction):
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm, TilePrefetch,
+    TileAmxGemm, TileAmxSmallGemm, TilePrefetch,
 )  # fmt: skip

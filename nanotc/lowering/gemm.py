@@ -8,33 +8,38 @@ from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region
 from nanotc.ir.instructions import Gemm
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
-from nanotc.lowering.gemm_amx import amx_applies, tile_gemm_amx
+from nanotc.lowering.gemm_amx import amx_applies, small_amx_gemms, small_tiles, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import needs_blocking, tile_gemm_blocked
 from nanotc.lowering.gemm_tiles import supported, tile_gemm
 from nanotc.targets import Target
 
 
 def lower_gemms(func: Function, target: Target, options: CompileOptions = DEFAULT_OPTIONS) -> None:
-    _rewrite(func.body, target, options)
+    _rewrite(func.body, target, options, small_amx_gemms(func, target))
 
 
-def _rewrite(region: Region, target: Target, options: CompileOptions) -> None:
+def _rewrite(region: Region, target: Target, options: CompileOptions, small_amx: set[int]) -> None:
     out: list[Instruction] = []
     for inst in region.instructions:
         for nested in inst.regions():
-            _rewrite(nested, target, options)
-        if isinstance(inst, Gemm) and (supported(inst) or amx_applies(inst, target)):
-            out.extend(lower_gemm(inst, target, options))
+            _rewrite(nested, target, options, small_amx)
+        if isinstance(inst, Gemm):
+            out.extend(lower_gemm(inst, target, options, id(inst) in small_amx))
         else:
             out.append(inst)
     region.instructions = out
 
 
 def lower_gemm(
-    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS, small_amx: bool = False
 ) -> list[Instruction]:
-    if amx_applies(g, target):
-        return tile_gemm_amx(g, target)
+    """Tiles for g, or g itself where no nanokernel computes it (the emitter's loops do).
+    `small_amx`: g was admitted to AMX's exact tiles (`small_amx_gemms`); a small gemm that
+    was not takes vector nanokernels, so the function's tile shapes still fit."""
+    if small_amx or (amx_applies(g, target) and small_tiles(g) is None):
+        return tile_gemm_amx(g, target, small_amx)
+    if not supported(g):
+        return [g]
     b = Builder(Region())
     blocked = needs_blocking(b, g, target)
     if isinstance(blocked, bool):

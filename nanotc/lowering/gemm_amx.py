@@ -13,16 +13,25 @@ every tile is a full 16 x 64 bytes and one tile configuration serves the whole k
         for ic in M step mc:
           pack op(A)[ic:, pc:] as AMX VNNI panels
           for each 32 x 32 block of C: tile.amx_gemm (2 x 2 accumulator tiles)
+
+Small static gemms (C at most 64 x 64, K at most 128) skip the blocking and most of the
+packing, whose cost would dwarf their few tile multiplies: only op(A) is interleaved into
+VNNI panels, op(B) is loaded into row tiles where it lies (its K values contiguous, K even),
+and `tile.amx_small_gemm` uses tiles of exactly the gemm's shape, accumulating in C's own
+tiles.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Instruction, Region
+from nanotc.ir.core import Function, Instruction, Region, walk
 from nanotc.ir.instructions import BinaryOp, Gemm, Transpose
-from nanotc.ir.tile import TileAmxGemm, TileMin, TilePackAmx, TileScale
+from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TileMin, TilePackAmx, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
-from nanotc.ir.values import Value
+from nanotc.ir.values import Constant, Value
 from nanotc.lowering.gemm_blocked import block_extent
 from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents
 from nanotc.targets import Target
@@ -36,19 +45,100 @@ KC, MC, NC = 1024, 256, 1024
 
 
 SMALL = 32 * 32 * 32  # static gemms below this many multiply-adds use vector nanokernels
+SMALL_C, SMALL_K = 64, 128  # the largest C extents and K of tile.amx_small_gemm
+TILE_REGISTERS = 8
+Shape = tuple[int, int]  # a tile's rows and bytes per row
+FULL: Shape = (PANEL, 2 * CHUNK)
 
 
 def amx_applies(g: Gemm, target: Target) -> bool:
-    """bf16 A and B into an f32 or bf16 C, not atomic, not so small that packing into full
-    16 x 16 tiles costs more than vector nanokernels would."""
+    """bf16 A and B into an f32 or bf16 C, not atomic, and either small enough for exact
+    tiles or not so small that packing into full 16 x 16 tiles costs more than vector
+    nanokernels would."""
     bf16 = g.a.type.element is ScalarType.BF16 and g.b.type.element is ScalarType.BF16
     output = g.c.type.element in (ScalarType.F32, ScalarType.BF16)
     extents = gemm_extents(g)
-    small = None not in extents and extents[0] * extents[1] * extents[2] < SMALL  # type: ignore[operator]
-    return target.amx and bf16 and output and not g.atomic and not small
+    tiny = None not in extents and extents[0] * extents[1] * extents[2] < SMALL  # type: ignore[operator]
+    fits = small_tiles(g) is not None or not tiny
+    return target.amx and bf16 and output and not g.atomic and fits
 
 
-def tile_gemm_amx(g: Gemm, target: Target) -> list[Instruction]:
+@dataclass(frozen=True)
+class SmallTiles:
+    """The tiles of `tile.amx_small_gemm` for an m x n x k gemm. Accumulators are `width`
+    rows of C wide (column segments of C) at `m_offsets`, the last one shifted back to end at
+    m: it overlaps its neighbour, so all share one shape, and the rows both compute get the
+    same values, stored twice. N goes in blocks of 16 columns with an exact tail, K in
+    chunks of 32 with an exact tail (rounded up to a K pair)."""
+
+    m: int
+    n: int
+    k: int
+
+    @property
+    def width(self) -> int:
+        return min(PANEL, self.m)
+
+    @property
+    def m_offsets(self) -> list[int]:
+        return [*range(0, self.m - self.width, PANEL), self.m - self.width]
+
+    @property
+    def n_blocks(self) -> list[tuple[int, int]]:
+        return [(n0, min(PANEL, self.n - n0)) for n0 in range(0, self.n, PANEL)]
+
+    @property
+    def chunk_bytes(self) -> list[int]:
+        """Bytes of K per chunk, the row length of the row tiles."""
+        return [
+            2 * (x + x % 2) for x in (min(CHUNK, self.k - k0) for k0 in range(0, self.k, CHUNK))
+        ]
+
+    def registers(self) -> Counter[Shape]:
+        """Tile registers needed per shape: the most tiles of that shape live at once."""
+        need: Counter[Shape] = Counter()
+        for _, nr in self.n_blocks:
+            for k_bytes in self.chunk_bytes:
+                live = Counter({(nr, 4 * self.width): len(self.m_offsets)})
+                live[(nr, k_bytes)] += 1
+                live[(k_bytes // 4, 4 * self.width)] += 1
+                need |= live  # per shape, the larger count
+        return need
+
+
+def small_tiles(g: Gemm) -> SmallTiles | None:
+    """The exact tiles for a static gemm within the small limits whose C has contiguous
+    columns (they are tile rows); None for others."""
+    m, n, k = gemm_extents(g)
+    if m is None or n is None or k is None or g.c.type.stride[0] != 1:
+        return None
+    return SmallTiles(m, n, k) if m <= SMALL_C and n <= SMALL_C and k <= SMALL_K else None
+
+
+def small_amx_gemms(func: Function, target: Target) -> set[int]:
+    """The ids of the gemms lowered to `tile.amx_small_gemm`. LLVM configures the tile shapes
+    once per function, so each tile register keeps one shape throughout: counted per shape,
+    all AMX gemms of a function share eight registers. The blocked path takes all eight in
+    the full shape; small gemms are admitted in program order while they fit, and the rest
+    take vector nanokernels."""
+    gemms = [g for g in walk(func.body) if isinstance(g, Gemm) and amx_applies(g, target)]
+    need: Counter[Shape] = Counter()
+    if any(small_tiles(g) is None for g in gemms):
+        need[FULL] = TILE_REGISTERS
+    admitted = set()
+    for g in gemms:
+        tiles = small_tiles(g)
+        merged = need | tiles.registers() if tiles is not None else None
+        if merged is not None and merged.total() <= TILE_REGISTERS:
+            need = merged
+            admitted.add(id(g))
+    return admitted
+
+
+def tile_gemm_amx(g: Gemm, target: Target, small: bool) -> list[Instruction]:
+    """`small`: exact tiles (`small_amx_gemms` admitted g), else packed blocks."""
+    if small:
+        return _tile_small(g)
     m, n, k = gemm_extents(g)
     b = Builder(Region())
     em, en, ek = extent_values(b, g)
@@ -56,20 +146,61 @@ def tile_gemm_amx(g: Gemm, target: Target) -> list[Instruction]:
     b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     a_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [mc * kc]))
     b_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [nc * kc]))
-    flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
     with b.for_(0, en, nc) as (outer, jc):
         nb = block_extent(outer, en, jc, nc)
         with outer.for_(0, ek, kc) as (middle, pc):
             kb = block_extent(middle, ek, pc, kc)
             chunks = middle.index(BinaryOp.DIV, middle.index(BinaryOp.ADD, kb, CHUNK - 1), CHUNK)
-            middle.add(TilePackAmx, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
-                       target=b_pack)  # fmt: skip
+            middle.add(TilePackAmx, trans=_flip(g.trans_b), source=g.b, row=jc, col=pc,
+                       rows=nb, cols=kb, target=b_pack, panel=PANEL)  # fmt: skip
             with middle.for_(0, em, mc) as (inner, ic):
                 mb = block_extent(inner, em, ic, mc)
                 inner.add(TilePackAmx, trans=g.trans_a, pairs=True, source=g.a, row=ic, col=pc,
-                          rows=mb, cols=kb, target=a_pack)  # fmt: skip
+                          rows=mb, cols=kb, target=a_pack, panel=PANEL)  # fmt: skip
                 _blocks(inner, g, a_pack, b_pack, ic, jc, mb, nb, chunks)
     return b.region.instructions
+
+
+def _tile_small(g: Gemm) -> list[Instruction]:
+    m, n, k = gemm_extents(g)
+    assert m is not None and n is not None and k is not None
+    b = Builder(Region())
+    zero = _is(g.beta, 0)
+    if not zero and not _is(g.beta, 1):
+        b.add(TileScale, beta=g.beta, c=g.c)
+    chunks = -(-k // CHUNK)
+    height = _panels(m) * PANEL  # one panel: the shifted last accumulator may cross 16 rows
+    a_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [height * chunks * CHUNK]))
+    b.add(TilePackAmx, trans=g.trans_a, pairs=True, exact=True, source=g.a, row=0, col=0,
+          rows=m, cols=k, target=a_pack, panel=height)  # fmt: skip
+    rows = g.b
+    if not _rows_in_place(g, k):
+        rows = b.alloca(MemRefType.packed(ScalarType.BF16, [_panels(n) * chunks * PANEL * CHUNK]))
+        b.add(TilePackAmx, trans=_flip(g.trans_b), exact=True, source=g.b, row=0, col=0,
+              rows=n, cols=k, target=rows, panel=PANEL)  # fmt: skip
+    b.add(TileAmxSmallGemm, trans_b=g.trans_b, zero=zero, alpha=g.alpha, a=a_pack, b=rows,
+          c=g.c, k=k)  # fmt: skip
+    return b.region.instructions
+
+
+def _rows_in_place(g: Gemm, k: int) -> bool:
+    """op(B)'s columns are row tiles as they lie: K contiguous, and K even, so no tile row
+    reads a value past its column for the odd K's pair."""
+    along_k = g.b.type.stride[0 if g.trans_b is Transpose.N else 1]
+    return along_k == 1 and k % 2 == 0
+
+
+def _flip(trans: Transpose) -> Transpose:
+    """The transpose that reads op(B)^T (AMX row panels hold B's columns as rows)."""
+    return Transpose.N if trans is Transpose.T else Transpose.T
+
+
+def _panels(extent: int) -> int:
+    return -(-extent // PANEL)
+
+
+def _is(value: Value, number: float) -> bool:
+    return isinstance(value, Constant) and value.value == number
 
 
 def _blocks(b: Builder, g: Gemm, a_pack: Value, b_pack: Value, ic: Value, jc: Value,

@@ -5,6 +5,7 @@ configuration, nothing spilled)."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -16,8 +17,24 @@ from nanotc.codegen import asm
 from tests.jit.helpers import check
 
 AMX_HOST = targets.host().amx
-SHAPES = [(32, 32, 32), (64, 64, 64), (100, 70, 1), (17, 40, 600), (300, 65, 513), (40, 33, 1100)]
-# (40, 33, 1100): two K blocks, the second partial
+# each shape with the instruction its gemm becomes: exact tiles (C up to 64 x 64, K up to 128,
+# within the tile register budget), packed blocks, or vector nanokernels (too small to pack)
+SHAPES = {
+    (32, 32, 32): "tile.amx_small_gemm",
+    (64, 64, 64): "tile.amx_small_gemm",
+    (64, 64, 128): "tile.amx_small_gemm",  # four accumulators, four K chunks
+    (16, 16, 16): "tile.amx_small_gemm",
+    (8, 8, 8): "tile.amx_small_gemm",
+    (1, 1, 1): "tile.amx_small_gemm",
+    (35, 9, 35): "tile.amx_small_gemm",  # the last accumulator overlaps; odd K
+    (56, 9, 9): "tile.amx_small_gemm",
+    (20, 33, 20): "tile.amx_small_gemm",  # a 1-column N tail
+    (17, 33, 70): "tile.gemm",  # small, but its exact tiles need 10 registers
+    (100, 70, 1): "tile.gemm",  # too wide for exact tiles, too small to pack
+    (17, 40, 600): "tile.amx_gemm",
+    (300, 65, 513): "tile.amx_gemm",
+    (40, 33, 1100): "tile.amx_gemm",  # two K blocks, the second partial
+}
 
 
 def gemm_text(m: int, n: int, k: int, ta: str, tb: str, out: str, dynamic: bool) -> str:
@@ -30,6 +47,10 @@ def gemm_text(m: int, n: int, k: int, ta: str, tb: str, out: str, dynamic: bool)
     return f"""func @k(%alpha: f32, %beta: f32, %A: {a}, %B: {b}, %C: {c}) {{
   gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a}, {b}, f32, {c}
 }}"""
+
+
+def uses(tiled: str, instruction: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(instruction)}[ .]", tiled) is not None
 
 
 def arguments(m: int, n: int, k: int, ta: str, tb: str, out: str, beta: float, rng) -> list:
@@ -51,8 +72,10 @@ def test_amx_gemm_matches_reference(
     shape: tuple[int, int, int], ta: str, tb: str, out: str, rng
 ) -> None:
     text = gemm_text(*shape, ta, tb, out, dynamic=False)
-    small = shape[0] * shape[1] * shape[2] < 32**3  # those take the vector nanokernels
-    assert ("tile.amx_gemm" in nanotc.compile(text).tiled()) != small
+    expected = SHAPES[shape]
+    if expected == "tile.gemm" and out == "bf16":
+        expected = "gemm"  # vector nanokernels write f32 and f64; the emitter's loops do this
+    assert uses(nanotc.compile(text).tiled(), expected)
     for beta in (0.0, 1.0, -2.0):
         check(text, arguments(*shape, ta, tb, out, beta, rng), depth=shape[2])
 
@@ -66,9 +89,69 @@ def test_amx_gemm_with_dynamic_sizes(shape: tuple[int, int, int], rng) -> None:
     check(text, arguments(*shape, "n", "n", "f32", 1.0, rng), depth=shape[2])
 
 
-def test_small_bf16_gemm_stays_on_vector_nanokernels() -> None:
-    tiled = nanotc.compile(gemm_text(16, 16, 16, "n", "n", "f32", False), target="amx").tiled()
-    assert "tile.amx_gemm" not in tiled and "tile.gemm" in tiled
+def two_gemms(first: tuple[int, int, int], second: tuple[int, int, int]) -> str:
+    """A kernel with two bf16 gemms (f32 C) of the given shapes."""
+    params, gemms = [], []
+    for index, (m, n, k) in enumerate((first, second)):
+        a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<f32x{m}x{n}>"
+        params += [f"%A{index}: {a}", f"%B{index}: {b}", f"%C{index}: {c}"]
+        gemms.append(
+            f"  gemm.n.n 1.0, %A{index}, %B{index}, 1.0, %C{index} : f32, {a}, {b}, f32, {c}"
+        )
+    return f"func @k({', '.join(params)}) {{\n" + "\n".join(gemms) + "\n}"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        # one shape family: both fit in the eight tile registers
+        ((32, 32, 32), (64, 64, 64), ("tile.amx_small_gemm", "tile.amx_small_gemm")),
+        # 35 x 9 x 35 takes seven registers of other shapes: 56 x 9 x 9 no longer fits
+        ((35, 9, 35), (56, 9, 9), ("tile.amx_small_gemm", "tile.gemm")),
+        # the packed path takes all eight registers in the full shape; 32^3 uses only that one
+        ((300, 65, 513), (32, 32, 32), ("tile.amx_gemm", "tile.amx_small_gemm")),
+        ((300, 65, 513), (20, 9, 20), ("tile.amx_gemm", "tile.gemm")),
+    ],
+    ids=str,
+)
+def test_amx_gemms_of_a_function_share_the_tile_registers(first, second, expected, rng) -> None:
+    """LLVM configures the tile shapes once per function: small gemms whose exact tiles would
+    not fit beside the function's other AMX tiles take vector nanokernels, and everything
+    compiles and computes correctly."""
+    text = two_gemms(first, second)
+    kinds = ("tile.amx_small_gemm", "tile.amx_gemm", "tile.gemm")
+    tiled = nanotc.compile(text, target="amx").tiled().splitlines()
+    lines = [line for line in tiled if any(uses(line, kind) for kind in kinds)]
+    assert uses(lines[0], expected[0]) and uses(lines[-1], expected[1])
+    if AMX_HOST:
+        bf16 = ml_dtypes.bfloat16
+        args = []
+        for m, n, k in (first, second):
+            args += [np.asfortranarray(rng.standard_normal(shape)).astype(dtype)
+                     for shape, dtype in (((m, k), bf16), ((k, n), bf16), ((m, n), np.float32))]  # fmt: skip
+        check(text, args, depth=max(first[2], second[2]))
+
+
+def test_small_amx_gemm_assembly() -> None:
+    """The exact-tile path in a batch loop: tdpbf16ps, the tile configuration loaded once at
+    function entry (never in the loop, so no call there either), no tile spilled."""
+    text = """func @k(%A: memref<bf16x20x20x?>, %B: memref<bf16x20x9x?>, %C: memref<f32x20x9x?>) {
+  %n = size %C[2] : memref<f32x20x9x?>
+  for %i = 0, %n {
+    %a = subview %A[:, :, %i] : memref<bf16x20x20x?>
+    %b = subview %B[:, :, %i] : memref<bf16x20x9x?>
+    %c = subview %C[:, :, %i] : memref<f32x20x9x?>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<bf16x20x20>, memref<bf16x20x9>, f32, memref<f32x20x9>
+  }
+}"""
+    code = nanotc.compile(text, target="amx").assembly()
+    assert code.count("ldtilecfg") == 1
+    loops = asm.hot_loops(code, "k", "tdpbf16ps")
+    assert loops
+    for loop in loops:
+        assert loop.count("tdpbf16ps") == 2  # two overlapping accumulators down M = 20
+        assert loop.count("ldtilecfg") == 0 and not any("call" in i for i in loop.instructions)
+        assert [s for s in loop.stack_accesses() if "tmm" in s] == []
 
 
 def test_amx_assembly_keeps_accumulators_in_tiles() -> None:

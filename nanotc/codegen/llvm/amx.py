@@ -1,4 +1,5 @@
-"""Emission of the AMX instructions of the tile dialect: `tile.pack_amx` and `tile.amx_gemm`.
+"""Emission of the AMX instructions of the tile dialect: `tile.pack_amx`, `tile.amx_gemm` and
+`tile.amx_small_gemm`.
 
 Tiles are LLVM `x86_amx` values through the `.internal` intrinsics, which carry each tile's
 shape; LLVM assigns tile registers and writes the tile configuration (ldtilecfg) itself.
@@ -10,6 +11,10 @@ A process must ask Linux for the AMX state before running such code
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from llvmlite import ir
 
@@ -26,12 +31,12 @@ from nanotc.codegen.llvm.helpers import (
     intrinsic,
     mul,
 )
-from nanotc.codegen.llvm.types import F32, I16, I32, PTR, MemrefValue, const
+from nanotc.codegen.llvm.types import F32, I16, I32, PTR, Dim, MemrefValue, const
 from nanotc.ir.instructions import Transpose
-from nanotc.ir.tile import TileAmxGemm, TilePackAmx
+from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TilePackAmx
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant
-from nanotc.lowering.gemm_amx import CHUNK, PANEL
+from nanotc.lowering.gemm_amx import CHUNK, PANEL, SMALL_C, SmallTiles
 
 TILE_BYTES = 64  # a full tile row: 16 f32 or 32 bf16
 F32_BYTES = 4
@@ -57,6 +62,22 @@ _ROWS, _COLS = ir.Constant(I16, PANEL), ir.Constant(I16, TILE_BYTES)
 def _tile_load(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
     args = [_ROWS, _COLS, ptr, const(TILE_BYTES)]
     return intrinsic(b, "llvm.x86.tileloadd64.internal", AMX, args)
+
+
+def _shape(rows: int, bytes_per_row: int) -> list[ir.Value]:
+    return [ir.Constant(I16, rows), ir.Constant(I16, bytes_per_row)]
+
+
+def _load(b: ir.IRBuilder, shape: list[ir.Value], ptr: ir.Value, stride: Dim) -> ir.Value:
+    args = [*shape, ptr, as_value(b, stride)]
+    return intrinsic(b, "llvm.x86.tileloadd64.internal", AMX, args)
+
+
+def _store(
+    b: ir.IRBuilder, shape: list[ir.Value], ptr: ir.Value, stride: Dim, tile: ir.Value
+) -> None:
+    args = [*shape, ptr, as_value(b, stride), tile]
+    intrinsic(b, "llvm.x86.tilestored64.internal", ir.VoidType(), args)
 
 
 @emits(TileAmxGemm)
@@ -118,7 +139,7 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
             _epilogue(e, inst, k_loop([zero] * 4))
 
 
-def _direct_c(inst: TileAmxGemm, c: MemrefValue) -> bool:
+def _direct_c(inst: TileAmxGemm | TileAmxSmallGemm, c: MemrefValue) -> bool:
     """C's tiles can take the accumulation directly: alpha 1, f32, columns contiguous."""
     alpha_one = isinstance(inst.alpha, Constant) and inst.alpha.value == 1
     return alpha_one and c.type.element is ScalarType.F32 and c.stride[0] == 1
@@ -135,79 +156,218 @@ def _epilogue(e: FunctionEmitter, inst: TileAmxGemm, acc: list[ir.Value]) -> Non
     """The 32 x 32 f32 tile block goes to a stack buffer (column-major: a tile row is a
     column segment of C), then C[:rows, :cols] += alpha * block with masked vectors."""
     b = e.b
-    block = e.state.entry.alloca(ir.ArrayType(F32, 32 * 32))
-    block.align = 64
-    block.type = PTR
+    block = _stack_block(e, 32 * 32)
     for index, tile in enumerate(acc):
         n_tile, m_tile = divmod(index, 2)
         ptr = element_ptr(b, block, ScalarType.F32, n_tile * PANEL * 32 + m_tile * PANEL)
         args = [_ROWS, _COLS, ptr, const(32 * F32_BYTES), tile]
         intrinsic(b, "llvm.x86.tilestored64.internal", ir.VoidType(), args)
-    c: MemrefValue = e.value(inst.c)
+    rows, cols = e.index_value(inst.rows), e.index_value(inst.cols)
+    _add_block(e, inst, e.value(inst.c), _Buffer(block, 32, rows, cols, 2), (0, 0), read_c=True)
+
+
+def _stack_block(e: FunctionEmitter, floats: int) -> ir.Value:
+    block = e.state.entry.alloca(ir.ArrayType(F32, floats))
+    block.align = 64
+    block.type = PTR
+    return block
+
+
+class _Buffer(NamedTuple):
+    """f32 values in a stack buffer, column j of them at ptr + j * ld, `rows` x `cols` valid."""
+
+    ptr: ir.Value
+    ld: int
+    rows: ir.Value
+    cols: ir.Value
+    vectors: int  # of 16 rows per column, enough to cover `rows`
+
+
+def _add_block(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm, c: MemrefValue,
+               block: _Buffer, corner: tuple[int, int], read_c: bool) -> None:  # fmt: skip
+    """C[m0 + i, n0 + j] := alpha * block(i, j) (+ C[m0 + i, n0 + j] when `read_c`) with
+    masked vectors down C's contiguous columns."""
+    b = e.b
     element = c.type.element
     alpha = vec.splat(b, _f32(e, inst), PANEL)
-    rows = e.index_value(inst.rows)
     f32x16 = vec.vector_type(F32, PANEL)
-    with for_range(b, 0, e.index_value(inst.cols), name="n") as n:
-        column = element_ptr(b, c.ptr, element, b.mul(n, as_value(b, c.stride[1])))
-        for v in (0, 1):
-            mask = vec.dynamic_mask(b, PANEL, v * PANEL, rows)
-            at = b.add(b.mul(n, const(32)), const(v * PANEL))
-            part = b.load(element_ptr(b, block, ScalarType.F32, at), typ=f32x16, align=4)
+    m0, n0 = corner
+    with for_range(b, 0, block.cols, name="n") as n:
+        offset = add(b, mul(b, b.add(n, const(n0)), c.stride[1]), m0)
+        column = element_ptr(b, c.ptr, element, offset)
+        for v in range(block.vectors):
+            mask = vec.dynamic_mask(b, PANEL, v * PANEL, block.rows)
+            at = b.add(b.mul(n, const(block.ld)), const(v * PANEL))
+            part = b.load(element_ptr(b, block.ptr, ScalarType.F32, at), typ=f32x16, align=4)
             ptr = element_ptr(b, column, element, mul(b, v * PANEL, c.stride[0]))
-            raw = vec.load(b, vec.memory_vector(element, PANEL), ptr, mask, element.size)
-            old = vec.to_register(b, raw, element, f32x16)
-            new = vec.fma(b, part, alpha, old, True)
+            if read_c:
+                raw = vec.load(b, vec.memory_vector(element, PANEL), ptr, mask, element.size)
+                old = vec.to_register(b, raw, element, f32x16)
+                new = vec.fma(b, part, alpha, old, True)
+            else:
+                new = b.fmul(part, alpha)
             stored = float16.narrow(b, new, element) if element is ScalarType.BF16 else new
             vec.store(b, stored, ptr, mask, element.size)
 
 
-def _f32(e: FunctionEmitter, inst: TileAmxGemm) -> ir.Value:
+def _f32(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm) -> ir.Value:
     return convert(e.b, e.value(inst.alpha), inst.alpha.type, ScalarType.F32)
+
+
+@emits(TileAmxSmallGemm)
+def _amx_small_gemm(e: FunctionEmitter, inst: TileAmxSmallGemm) -> None:
+    """Per block of 16 columns of C: its accumulator tiles, then per chunk of K one row tile
+    of op(B)^T and one VNNI tile of op(A) per accumulator, then C's tiles stored; all loads
+    of a block precede its stores, which the overlapping last accumulator relies on."""
+    b = e.b
+    c: MemrefValue = e.value(inst.c)
+    m, n = c.shape
+    k = e.dim(inst.k)
+    assert isinstance(m, int) and isinstance(n, int) and isinstance(k, int)
+    tiles = SmallTiles(m, n, k)
+    chunks = len(tiles.chunk_bytes)
+    pairs: ir.Value = e.value(inst.a).ptr
+    height = -(-m // PANEL) * PANEL
+    rows = _RowTiles(e, inst, chunks)
+    block = None if _direct_c(inst, c) else _stack_block(e, SMALL_C * PANEL)
+    c_bytes = tiles.width * F32_BYTES
+    for n0, nr in tiles.n_blocks:
+        acc = [_small_start(e, inst, c, (m0, n0), _shape(nr, c_bytes)) for m0 in tiles.m_offsets]
+        for s, k_bytes in enumerate(tiles.chunk_bytes):
+            row = rows.load(n0, nr, s, k_bytes)
+            for i, m0 in enumerate(tiles.m_offsets):
+                at = _pairs_at(b, pairs, height, m0, s)
+                vnni = _load(b, _shape(k_bytes // 4, c_bytes), at, 4 * height)
+                shape = [*_shape(nr, c_bytes), ir.Constant(I16, k_bytes)]
+                acc[i] = intrinsic(
+                    b, "llvm.x86.tdpbf16ps.internal", AMX, [*shape, acc[i], row, vnni]
+                )
+        for m0, tile in zip(tiles.m_offsets, acc):
+            _small_finish(e, inst, c, (m0, n0), _shape(nr, c_bytes), tile, block)
+        if block is not None:
+            buffer = _Buffer(block, SMALL_C, const(m), const(nr), -(-m // PANEL))
+            _add_block(e, inst, c, buffer, (0, n0), read_c=not inst.zero)
+
+
+def _pairs_at(b: ir.IRBuilder, pairs: ir.Value, height: int, m0: int, chunk: int) -> ir.Value:
+    """The VNNI rows of op(A) from row m0 at chunk `chunk`, in one panel of `height` rows."""
+    return element_ptr(b, pairs, ScalarType.BF16, chunk * height * CHUNK + 2 * m0)
+
+
+class _RowTiles:
+    """Row tiles of op(B)^T: straight from op(B) (rows are its columns) or from row panels."""
+
+    def __init__(self, e: FunctionEmitter, inst: TileAmxSmallGemm, chunks: int):
+        self.b, self.chunks = e.b, chunks
+        source: MemrefValue = e.value(inst.b)
+        self.ptr = source.ptr
+        self.packed = len(source.shape) == 1
+        if not self.packed:  # K runs along mode 0 of B (.n) or mode 1 (.t), contiguously
+            self.row_stride = source.stride[1 if inst.trans_b is Transpose.N else 0]
+
+    def load(self, n0: int, rows: int, chunk: int, k_bytes: int) -> ir.Value:
+        b, shape = self.b, _shape(rows, k_bytes)
+        if self.packed:
+            at = ((n0 // PANEL) * self.chunks + chunk) * PANEL * CHUNK
+            return _load(b, shape, element_ptr(b, self.ptr, ScalarType.BF16, at), TILE_BYTES)
+        at = add(b, mul(b, n0, self.row_stride), chunk * CHUNK)
+        ptr = element_ptr(b, self.ptr, ScalarType.BF16, at)
+        return _load(b, shape, ptr, mul(b, self.row_stride, 2))
+
+
+def _small_start(e: FunctionEmitter, inst: TileAmxSmallGemm, c: MemrefValue,
+                 corner: tuple[int, int], shape: list[ir.Value]) -> ir.Value:  # fmt: skip
+    """The accumulator of one C tile: C's own values, or zero (beta 0, or a C updated
+    through the epilogue)."""
+    if _direct_c(inst, c) and not inst.zero:
+        return _load(e.b, shape, _c_at(e.b, c, corner), mul(e.b, c.stride[1], F32_BYTES))
+    return intrinsic(e.b, "llvm.x86.tilezero.internal", AMX, shape)
+
+
+def _small_finish(e: FunctionEmitter, inst: TileAmxSmallGemm, c: MemrefValue,
+                  corner: tuple[int, int], shape: list[ir.Value], tile: ir.Value,
+                  block: ir.Value | None) -> None:  # fmt: skip
+    """The tile into C in place, or into `block` (a stack buffer of the block's columns, for
+    the vector epilogue) at the same place."""
+    b = e.b
+    if block is None:
+        _store(b, shape, _c_at(b, c, corner), mul(b, c.stride[1], F32_BYTES), tile)
+        return
+    _store(b, shape, element_ptr(b, block, ScalarType.F32, corner[0]), SMALL_C * F32_BYTES, tile)
+
+
+def _c_at(b: ir.IRBuilder, c: MemrefValue, corner: tuple[int, int]) -> ir.Value:
+    m0, n0 = corner
+    return element_ptr(b, c.ptr, ScalarType.F32, add(b, mul(b, n0, c.stride[1]), m0))
 
 
 @emits(TilePackAmx)
 def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
-    """X = op(source)[row:, col:] into 16-row panels, chunks of 32 K (zero beyond the block):
+    """X = op(source)[row:, col:] into panels of H = `panel` rows, chunks of 32 K (zero beyond
+    the block); the pairs layout takes any multiple of 16 for H, the rows layout 16:
     rows layout  X(r, c) -> panel r//16, chunk c//32, at (r%16)*32 + c%32;
-    pairs layout X(r, c) -> panel r//16, chunk c//32, at ((c%32)//2)*32 + (r%16)*2 + c%2."""
+    pairs layout X(r, c) -> panel r//H, chunk c//32, at ((c%32)//2)*2H + (r%H)*2 + c%2.
+    Each panel is packed in groups of 16 rows; `.exact` leaves out the rows and K pairs past
+    the block instead of zeroing them."""
     b = e.b
     source: MemrefValue = e.value(inst.source)
     target: MemrefValue = e.value(inst.target)
+    height = inst.panel
+    assert height % PANEL == 0 and (inst.pairs or height == PANEL)
     r_mode, c_mode = (1, 0) if inst.trans is Transpose.T else (0, 1)
     rows, cols = e.index_value(inst.rows), e.index_value(inst.cols)
     row_offset = b.mul(e.index_value(inst.row), as_value(b, source.stride[r_mode]))
     corner = b.add(row_offset, b.mul(e.index_value(inst.col), as_value(b, source.stride[c_mode])))
     base = element_ptr(b, source.ptr, ScalarType.BF16, corner)
     chunks = b.udiv(b.add(cols, const(CHUNK - 1)), const(CHUNK))
-    panels = b.udiv(b.add(rows, const(PANEL - 1)), const(PANEL))
-    panel_size = b.mul(chunks, const(PANEL * CHUNK))
+    panels = b.udiv(b.add(rows, const(height - 1)), const(height))
+    panel_size = b.mul(chunks, const(height * CHUNK))
     strides = (source.stride[r_mode], source.stride[c_mode])
     with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
-        start = b.add(b.mul(q, panel_size), b.mul(s, const(PANEL * CHUNK)))
-        out = element_ptr(b, target.ptr, ScalarType.BF16, start)
-        r0, c0 = b.mul(q, const(PANEL)), b.mul(s, const(CHUNK))
-        block = _Block(b, base, strides, r0, c0, b.sub(rows, r0), b.sub(cols, c0))
-        store = block.store_pairs if inst.pairs else block.store_rows
-        whole = b.and_(
-            b.icmp_signed(">=", block.valid_rows, const(PANEL)),
-            b.icmp_signed(">=", block.valid_cols, const(CHUNK)),
-        )
-        with b.if_else(whole, likely=True) as (full, edge):
-            with full:  # most blocks: no masks to build or apply
-                store(out, masked=False)
-            with edge:
-                store(out, masked=True)
+        start = b.add(b.mul(q, panel_size), b.mul(s, const(height * CHUNK)))
+        c0 = b.mul(s, const(CHUNK))
+        for group in range(height // PANEL):
+            out = element_ptr(
+                b, target.ptr, ScalarType.BF16, b.add(start, const(2 * PANEL * group))
+            )
+            r0 = b.add(b.mul(q, const(height)), const(PANEL * group))
+            valid = (b.sub(rows, r0), b.sub(cols, c0))
+            block = _Block(b, base, strides, r0, c0, *valid, exact=inst.exact)
+            _pack_block(b, block, out, 2 * height if inst.pairs else None)
+
+
+def _pack_block(b: ir.IRBuilder, block: _Block, out: ir.Value, pair_stride: int | None) -> None:
+    """One 16 x 32 block in the pairs layout (`pair_stride` elements between K pairs) or
+    the rows layout (None), without masks where the block is whole."""
+
+    def store(masked: bool) -> None:
+        if pair_stride is None:
+            block.store_rows(out, masked)
+        else:
+            block.store_pairs(out, masked, pair_stride)
+
+    whole = b.and_(
+        b.icmp_signed(">=", block.valid_rows, const(PANEL)),
+        b.icmp_signed(">=", block.valid_cols, const(CHUNK)),
+    )
+    with b.if_else(whole, likely=True) as (full, edge):
+        with full:  # most blocks: no masks to build or apply
+            store(masked=False)
+        with edge:
+            store(masked=True)
 
 
 class _Block:
-    """One 16 x 32 piece of X (rows r0.., columns c0..) with `valid_rows`, `valid_cols`."""
+    """One 16 x 32 piece of X (rows r0.., columns c0..) with `valid_rows`, `valid_cols`;
+    `exact`: rows and K pairs past them are not written."""
 
     def __init__(self, b: ir.IRBuilder, base: ir.Value, strides: tuple, r0: ir.Value,
-                 c0: ir.Value, valid_rows: ir.Value, valid_cols: ir.Value):  # fmt: skip
+                 c0: ir.Value, valid_rows: ir.Value, valid_cols: ir.Value,
+                 exact: bool):  # fmt: skip
         self.b, self.base, (self.rs, self.cs) = b, base, strides
         self.r0, self.c0 = r0, c0
         self.valid_rows, self.valid_cols = valid_rows, valid_cols
+        self.exact = exact
 
     def _at(self, r: ir.Value, c: ir.Value) -> ir.Value:
         b = self.b
@@ -219,47 +379,68 @@ class _Block:
         """16 rows of 32 consecutive columns: one (masked) 64-byte copy per row where X's
         columns are contiguous, element by element otherwise."""
         b = self.b
-        t = vec.vector_type(I16, CHUNK)
         for r in range(PANEL):
             dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
             inside = b.icmp_signed("<", const(r), self.valid_rows)
-            if self.cs == 1:
-                mask = None
-                if masked:
-                    columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
-                    mask = b.and_(columns, vec.splat(b, inside, CHUNK))
-                b.store(vec.load(b, t, self._at(const(r), const(0)), mask, 2), dst, align=2)
-            else:
-                with for_range(b, 0, CHUNK, name="c") as c:
-                    ok = b.and_(inside, b.icmp_signed("<", c, self.valid_cols))
-                    self._copy(ok, self._at(const(r), c), element_ptr(b, dst, ScalarType.BF16, c))
+            with self._written(inside, masked):
+                self._store_row(r, inside, dst, masked)
 
-    def store_pairs(self, out: ir.Value, masked: bool) -> None:
-        """16 K-pairs of 16 rows: two columns interleaved per 64 bytes where X's rows are
-        contiguous (the flat-to-VNNI shuffle), element by element otherwise."""
+    def _store_row(self, r: int, inside: ir.Value, dst: ir.Value, masked: bool) -> None:
+        b = self.b
+        t = vec.vector_type(I16, CHUNK)
+        if self.cs == 1:
+            mask = None
+            if masked:
+                columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
+                mask = b.and_(columns, vec.splat(b, inside, CHUNK))
+            b.store(vec.load(b, t, self._at(const(r), const(0)), mask, 2), dst, align=2)
+        else:
+            with for_range(b, 0, CHUNK, name="c") as c:
+                ok = b.and_(inside, b.icmp_signed("<", c, self.valid_cols))
+                self._copy(ok, self._at(const(r), c), element_ptr(b, dst, ScalarType.BF16, c))
+
+    def store_pairs(self, out: ir.Value, masked: bool, pair_stride: int) -> None:
+        """16 K-pairs of 16 rows, `pair_stride` elements apart: two columns interleaved per
+        64 bytes where X's rows are contiguous (the flat-to-VNNI shuffle), element by element
+        otherwise."""
+        b = self.b
+        for p in range(CHUNK // 2):
+            dst = element_ptr(b, out, ScalarType.BF16, p * pair_stride)
+            with self._written(b.icmp_signed("<", const(2 * p), self.valid_cols), masked):
+                self._store_pair(p, dst, masked)
+
+    def _store_pair(self, p: int, dst: ir.Value, masked: bool) -> None:
         b = self.b
         t = vec.vector_type(I16, PANEL)
         order = [i // 2 + (PANEL if i % 2 else 0) for i in range(2 * PANEL)]
-        for p in range(CHUNK // 2):
-            dst = element_ptr(b, out, ScalarType.BF16, p * 2 * PANEL)
-            if self.rs == 1:
-                halves = []
-                for c in (2 * p, 2 * p + 1):
-                    mask = None
-                    if masked:
-                        rows = vec.dynamic_mask(b, PANEL, 0, self.valid_rows)
-                        inside = b.icmp_signed("<", const(c), self.valid_cols)
-                        mask = b.and_(rows, vec.splat(b, inside, PANEL))
-                    halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
-                interleave = ir.Constant(vec.vector_type(I32, 2 * PANEL), order)
-                pairs = b.shuffle_vector(halves[0], halves[1], interleave)
-                b.store(pairs, dst, align=2)
-            else:
-                with for_range(b, 0, 2 * PANEL, name="i") as i:
-                    r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
-                    inside_rows = b.icmp_signed("<", r, self.valid_rows)
-                    ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))
-                    self._copy(ok, self._at(r, c), element_ptr(b, dst, ScalarType.BF16, i))
+        if self.rs == 1:
+            halves = []
+            for c in (2 * p, 2 * p + 1):
+                mask = None
+                if masked:
+                    rows = vec.dynamic_mask(b, PANEL, 0, self.valid_rows)
+                    inside = b.icmp_signed("<", const(c), self.valid_cols)
+                    mask = b.and_(rows, vec.splat(b, inside, PANEL))
+                halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
+            interleave = ir.Constant(vec.vector_type(I32, 2 * PANEL), order)
+            pairs = b.shuffle_vector(halves[0], halves[1], interleave)
+            b.store(pairs, dst, align=2)
+        else:
+            with for_range(b, 0, 2 * PANEL, name="i") as i:
+                r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
+                inside_rows = b.icmp_signed("<", r, self.valid_rows)
+                ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))
+                self._copy(ok, self._at(r, c), element_ptr(b, dst, ScalarType.BF16, i))
+
+    @contextmanager
+    def _written(self, holds_data: ir.Value, masked: bool) -> Iterator[None]:
+        """Around the store of one row or K pair of an edge block: for readers of exact
+        tiles, only where it holds data (a full tile reads the zeros of the rest)."""
+        if not (masked and self.exact):
+            yield
+            return
+        with self.b.if_then(holds_data):
+            yield
 
     def _copy(self, ok: ir.Value, src: ir.Value, dst: ir.Value) -> None:
         b = self.b
