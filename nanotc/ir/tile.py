@@ -49,6 +49,10 @@ contiguous columns and alpha is 1.
 `tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
 applies beta once, then accumulates its K blocks with beta 1).
 
+`tile.disjoint X, Y` is true when the memory spans of the views X and Y (first to last
+element they address) do not overlap: a run-time guard for code that reorders reads of one
+past writes of the other.
+
 `tile.prefetch X` asks for the cache lines of the view X ahead of its use (`.write`: to be
 written). It has no effect on values, never faults, and may address past an array's end.
 """
@@ -71,7 +75,7 @@ from nanotc.ir.core import (
     region,
 )
 from nanotc.ir.instructions import Transpose
-from nanotc.ir.types import INDEX, Type
+from nanotc.ir.types import I1, INDEX, Type
 from nanotc.ir.values import Value
 
 _INDEX = dict(constants=ConstKind.INT, const_type=INDEX)
@@ -229,6 +233,16 @@ class TileAmxSmallGemm(Instruction):
     )
 
 
+class TileDisjoint(Instruction):
+    name = "tile.disjoint"
+    lhs = operand()
+    rhs = operand()
+    syntax = "$lhs , $rhs : type($lhs), type($rhs)"
+
+    def result_types(self) -> Sequence[Type]:
+        return (I1,)
+
+
 class TileMin(Instruction):
     name = "tile.min"
     lhs = operand(**_INDEX)
@@ -241,5 +255,5 @@ class TileMin(Instruction):
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm, TileAmxSmallGemm, TilePrefetch,
+    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint,
 )  # fmt: skip

@@ -10,7 +10,9 @@ The default pipeline, in order:
 2. prefetch-next-group: small gemms on group-indexed views prefetch the next work-group's
    operands (`lowering/prefetch.py`);
 3. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
-   the operands or, for operands larger than the caches, on packed blocks.
+   the operands or, for operands larger than the caches, on packed blocks;
+4. pack-ahead: loops of small AMX gemms pack each iteration's VNNI operand one iteration
+   ahead (`lowering/pack_ahead.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from nanotc.lowering.batch_reduce import lower_batch_reduce
 from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm import lower_gemms
+from nanotc.lowering.pack_ahead import pack_ahead
 from nanotc.lowering.prefetch import prefetch_next_group
 from nanotc.targets import Target
 
@@ -66,11 +69,20 @@ class Blas2AsGemm:
         rewrite_blas2(func)
 
 
+@dataclass(frozen=True)
+class PackAhead:
+    name: str = "pack-ahead"
+
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        pack_ahead(func)
+
+
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
     Blas2AsGemm(),
     BatchReduce(),
     PrefetchNextGroup(),
     GemmTiles(),
+    PackAhead(),
 )
 
 

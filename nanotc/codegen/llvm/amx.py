@@ -326,19 +326,28 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
     with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
         start = b.add(b.mul(q, panel_size), b.mul(s, const(height * CHUNK)))
         c0 = b.mul(s, const(CHUNK))
-        for group in range(height // PANEL):
-            out = element_ptr(
-                b, target.ptr, ScalarType.BF16, b.add(start, const(2 * PANEL * group))
-            )
-            r0 = b.add(b.mul(q, const(height)), const(PANEL * group))
+        for first, group in _groups(height, inst.pairs):
+            out = element_ptr(b, target.ptr, ScalarType.BF16, b.add(start, const(2 * first)))
+            r0 = b.add(b.mul(q, const(height)), const(first))
             valid = (b.sub(rows, r0), b.sub(cols, c0))
-            block = _Block(b, base, strides, r0, c0, *valid, exact=inst.exact)
+            block = _Block(b, base, strides, (r0, c0), valid, group, inst.exact)
             _pack_block(b, block, out, 2 * height if inst.pairs else None)
 
 
+def _groups(height: int, pairs: bool) -> list[tuple[int, int]]:
+    """(first row, rows) of the groups a panel is packed in: 32 rows where the pairs layout
+    has them (one shuffle of two 32-row columns fills 128 contiguous bytes), else 16."""
+    out, first = [], 0
+    while first < height:
+        rows = 2 * PANEL if pairs and height - first >= 2 * PANEL else PANEL
+        out.append((first, rows))
+        first += rows
+    return out
+
+
 def _pack_block(b: ir.IRBuilder, block: _Block, out: ir.Value, pair_stride: int | None) -> None:
-    """One 16 x 32 block in the pairs layout (`pair_stride` elements between K pairs) or
-    the rows layout (None), without masks where the block is whole."""
+    """One block of 32 K in the pairs layout (`pair_stride` elements between K pairs) or the
+    rows layout (None), without masks where the block is whole."""
 
     def store(masked: bool) -> None:
         if pair_stride is None:
@@ -347,7 +356,7 @@ def _pack_block(b: ir.IRBuilder, block: _Block, out: ir.Value, pair_stride: int 
             block.store_pairs(out, masked, pair_stride)
 
     whole = b.and_(
-        b.icmp_signed(">=", block.valid_rows, const(PANEL)),
+        b.icmp_signed(">=", block.valid_rows, const(block.height)),
         b.icmp_signed(">=", block.valid_cols, const(CHUNK)),
     )
     with b.if_else(whole, likely=True) as (full, edge):
@@ -358,16 +367,17 @@ def _pack_block(b: ir.IRBuilder, block: _Block, out: ir.Value, pair_stride: int 
 
 
 class _Block:
-    """One 16 x 32 piece of X (rows r0.., columns c0..) with `valid_rows`, `valid_cols`;
-    `exact`: rows and K pairs past them are not written."""
+    """One `height` x 32 piece of X (rows r0.., columns c0..: `corner`) with `valid` rows and
+    columns (16 rows for the rows layout); `exact`: rows and K pairs past them are not
+    written."""
 
-    def __init__(self, b: ir.IRBuilder, base: ir.Value, strides: tuple, r0: ir.Value,
-                 c0: ir.Value, valid_rows: ir.Value, valid_cols: ir.Value,
-                 exact: bool):  # fmt: skip
+    def __init__(self, b: ir.IRBuilder, base: ir.Value, strides: tuple,
+                 corner: tuple[ir.Value, ir.Value], valid: tuple[ir.Value, ir.Value],
+                 height: int, exact: bool):  # fmt: skip
         self.b, self.base, (self.rs, self.cs) = b, base, strides
-        self.r0, self.c0 = r0, c0
-        self.valid_rows, self.valid_cols = valid_rows, valid_cols
-        self.exact = exact
+        self.r0, self.c0 = corner
+        self.valid_rows, self.valid_cols = valid
+        self.height, self.exact = height, exact
 
     def _at(self, r: ir.Value, c: ir.Value) -> ir.Value:
         b = self.b
@@ -400,8 +410,8 @@ class _Block:
                 self._copy(ok, self._at(const(r), c), element_ptr(b, dst, ScalarType.BF16, c))
 
     def store_pairs(self, out: ir.Value, masked: bool, pair_stride: int) -> None:
-        """16 K-pairs of 16 rows, `pair_stride` elements apart: two columns interleaved per
-        64 bytes where X's rows are contiguous (the flat-to-VNNI shuffle), element by element
+        """16 K-pairs of `height` rows, `pair_stride` elements apart: two columns interleaved
+        where X's rows are contiguous (the flat-to-VNNI shuffle), element by element
         otherwise."""
         b = self.b
         for p in range(CHUNK // 2):
@@ -410,23 +420,23 @@ class _Block:
                 self._store_pair(p, dst, masked)
 
     def _store_pair(self, p: int, dst: ir.Value, masked: bool) -> None:
-        b = self.b
-        t = vec.vector_type(I16, PANEL)
-        order = [i // 2 + (PANEL if i % 2 else 0) for i in range(2 * PANEL)]
+        b, height = self.b, self.height
+        t = vec.vector_type(I16, height)
+        order = [i // 2 + (height if i % 2 else 0) for i in range(2 * height)]
         if self.rs == 1:
             halves = []
             for c in (2 * p, 2 * p + 1):
                 mask = None
                 if masked:
-                    rows = vec.dynamic_mask(b, PANEL, 0, self.valid_rows)
+                    rows = vec.dynamic_mask(b, height, 0, self.valid_rows)
                     inside = b.icmp_signed("<", const(c), self.valid_cols)
-                    mask = b.and_(rows, vec.splat(b, inside, PANEL))
+                    mask = b.and_(rows, vec.splat(b, inside, height))
                 halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
-            interleave = ir.Constant(vec.vector_type(I32, 2 * PANEL), order)
+            interleave = ir.Constant(vec.vector_type(I32, 2 * height), order)
             pairs = b.shuffle_vector(halves[0], halves[1], interleave)
             b.store(pairs, dst, align=2)
         else:
-            with for_range(b, 0, 2 * PANEL, name="i") as i:
+            with for_range(b, 0, 2 * height, name="i") as i:
                 r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
                 inside_rows = b.icmp_signed("<", r, self.valid_rows)
                 ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))

@@ -12,6 +12,7 @@ from llvmlite import ir
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
     CACHE_LINE_BYTES,
+    add,
     as_value,
     div,
     element_ptr,
@@ -30,6 +31,7 @@ from nanotc.codegen.llvm.types import (
     Dim,
     GroupValue,
     MemrefValue,
+    const,
     memory_type,
 )
 from nanotc.ir.instructions import (
@@ -43,9 +45,9 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
 )
-from nanotc.ir.tile import TilePrefetch
+from nanotc.ir.tile import TileDisjoint, TilePrefetch
 from nanotc.ir.types import MemRefType
-from nanotc.ir.values import Constant
+from nanotc.ir.values import Constant, Value
 
 STACK_ALLOCA_LIMIT = 64 * 1024
 """Allocas up to this size live on the stack; larger ones in the per-chunk scratch area."""
@@ -133,6 +135,30 @@ def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
         for byte in [*range(0, rows * size, CACHE_LINE_BYTES), rows * size - 1]:
             offset = ir.Constant(I64, j * stride * size + byte)
             prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
+
+
+@emits(TileDisjoint)
+def _disjoint(e: FunctionEmitter, inst: TileDisjoint) -> None:
+    b = e.b
+    (x_start, x_end), (y_start, y_end) = (_byte_span(e, v) for v in (inst.lhs, inst.rhs))
+    apart = b.or_(b.icmp_unsigned("<=", x_end, y_start), b.icmp_unsigned("<=", y_end, x_start))
+    e.define(inst.result, apart)
+
+
+def _byte_span(e: FunctionEmitter, value: Value) -> tuple[ir.Value, ir.Value]:
+    """[first, last + 1) bytes a view addresses; empty when a mode has size 0."""
+    b = e.b
+    view: MemrefValue = e.value(value)
+    last: Dim = 0
+    empty = ir.Constant(ir.IntType(1), 0)
+    for size, stride in zip(view.shape, view.stride):
+        extent = as_value(b, size)
+        empty = b.or_(empty, b.icmp_signed("<=", extent, const(0)))
+        last = add(b, last, mul(b, b.sub(extent, const(1)), stride))
+    start = b.ptrtoint(view.ptr, I64)
+    length = mul(b, add(b, last, 1), view.type.element.size)
+    end = b.select(empty, start, b.add(start, as_value(b, length)))
+    return start, end
 
 
 @emits(Expand)
