@@ -175,3 +175,12 @@ def test_amx_code_refuses_to_run_without_amx(monkeypatch) -> None:
     assert "tdpbf16ps" in compilation.assembly()
     with pytest.raises(RuntimeError, match="cannot run on this machine"):
         compilation["k"]
+
+
+@pytest.mark.parametrize("shape", [(16, 16, 16), (35, 9, 35), (300, 65, 513)], ids=str)
+def test_transposed_a_is_packed_with_whole_vector_shuffles(shape: tuple[int, int, int]) -> None:
+    """op(A) = A^T has its K values contiguous along rows: the VNNI pack transposes 16 x 16
+    words of 16 rows in registers instead of inserting bf16 values one by one."""
+    code = nanotc.compile(gemm_text(*shape, "t", "n", "f32", False), target="amx").assembly()
+    assert "vpinsrw" not in code and "vpextr" not in code
+    assert code.count("vpermt2") + code.count("vunpck") + code.count("vshuf") >= 16

@@ -214,6 +214,23 @@ def _f32(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm) -> ir.Value:
     return convert(e.b, e.value(inst.alpha), inst.alpha.type, ScalarType.F32)
 
 
+def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of 16 vectors of 16 lanes: four rounds that swap the off-diagonal
+    h x h blocks of every 2h x 2h block (h = 8, 4, 2, 1), one two-input shuffle each."""
+    n = len(rows)
+    rows = list(rows)
+    h = n // 2
+    while h >= 1:
+        low = [j if not j & h else n + j - h for j in range(n)]
+        high = [j + h if not j & h else n + j for j in range(n)]
+        for i in (i for i in range(n) if not i & h):
+            x, y = rows[i], rows[i + h]
+            rows[i] = b.shuffle_vector(x, y, ir.Constant(vec.vector_type(I32, n), low))
+            rows[i + h] = b.shuffle_vector(x, y, ir.Constant(vec.vector_type(I32, n), high))
+        h //= 2
+    return rows
+
+
 @emits(TileAmxSmallGemm)
 def _amx_small_gemm(e: FunctionEmitter, inst: TileAmxSmallGemm) -> None:
     """Per block of 16 columns of C: its accumulator tiles, then per chunk of K one row tile
@@ -414,10 +431,34 @@ class _Block:
         where X's rows are contiguous (the flat-to-VNNI shuffle), element by element
         otherwise."""
         b = self.b
+        if self.rs != 1 and self.cs == 1:
+            self._store_pairs_from_rows(out, masked, pair_stride)
+            return
         for p in range(CHUNK // 2):
             dst = element_ptr(b, out, ScalarType.BF16, p * pair_stride)
             with self._written(b.icmp_signed("<", const(2 * p), self.valid_cols), masked):
                 self._store_pair(p, dst, masked)
+
+    def _store_pairs_from_rows(self, out: ir.Value, masked: bool, pair_stride: int) -> None:
+        """X's K values contiguous along its rows (a transposed A): each row's 32 K values
+        are 16 K pairs, 32-bit words; a 16 x 16 transpose of the words of 16 rows gives 16
+        K-pair rows of the VNNI layout."""
+        b = self.b
+        halves = vec.vector_type(I16, CHUNK)
+        for group in range(self.height // PANEL):
+            words = []
+            for r in range(group * PANEL, (group + 1) * PANEL):
+                mask = None
+                if masked:
+                    inside = b.icmp_signed("<", const(r), self.valid_rows)
+                    columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
+                    mask = b.and_(columns, vec.splat(b, inside, CHUNK))
+                row = vec.load(b, halves, self._at(const(r), const(0)), mask, 2)
+                words.append(b.bitcast(row, vec.vector_type(I32, PANEL)))
+            for p, pairs in enumerate(_transposed(b, words)):
+                dst = element_ptr(b, out, ScalarType.BF16, p * pair_stride + 2 * PANEL * group)
+                with self._written(b.icmp_signed("<", const(2 * p), self.valid_cols), masked):
+                    b.store(pairs, dst, align=2)
 
     def _store_pair(self, p: int, dst: ir.Value, masked: bool) -> None:
         b, height = self.b, self.height
