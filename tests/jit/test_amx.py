@@ -178,9 +178,13 @@ def test_amx_code_refuses_to_run_without_amx(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("shape", [(16, 16, 16), (35, 9, 35), (300, 65, 513)], ids=str)
-def test_transposed_a_is_packed_with_whole_vector_shuffles(shape: tuple[int, int, int]) -> None:
-    """op(A) = A^T has its K values contiguous along rows: the VNNI pack transposes 16 x 16
-    words of 16 rows in registers instead of inserting bf16 values one by one."""
-    code = nanotc.compile(gemm_text(*shape, "t", "n", "f32", False), target="amx").assembly()
+@pytest.mark.parametrize(("ta", "tb"), [("t", "n"), ("n", "t"), ("t", "t")])
+def test_transposed_operands_are_packed_with_whole_vector_shuffles(
+    shape: tuple[int, int, int], ta: str, tb: str
+) -> None:
+    """A transposed A has its K values contiguous along rows, a transposed B its N values
+    down columns: the AMX packs transpose 16 x 16 words of K pairs in registers instead of
+    inserting bf16 values one by one."""
+    code = nanotc.compile(gemm_text(*shape, ta, tb, "f32", False), target="amx").assembly()
     assert "vpinsrw" not in code and "vpextr" not in code
     assert code.count("vpermt2") + code.count("vunpck") + code.count("vshuf") >= 16

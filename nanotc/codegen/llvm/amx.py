@@ -406,11 +406,26 @@ class _Block:
         """16 rows of 32 consecutive columns: one (masked) 64-byte copy per row where X's
         columns are contiguous, element by element otherwise."""
         b = self.b
+        if self.cs != 1 and self.rs == 1:
+            self._store_rows_from_columns(out, masked)
+            return
         for r in range(PANEL):
             dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
             inside = b.icmp_signed("<", const(r), self.valid_rows)
             with self._written(inside, masked):
                 self._store_row(r, inside, dst, masked)
+
+    def _store_rows_from_columns(self, out: ir.Value, masked: bool) -> None:
+        """X's rows contiguous down its columns (a transposed B): neighbouring columns
+        interleaved give 16 words of K pairs per row, and a 16 x 16 transpose of those words
+        gives each row's 32 K values."""
+        b = self.b
+        words = vec.vector_type(I32, PANEL)
+        pairs = [b.bitcast(self._pair_vector(p, masked), words) for p in range(CHUNK // 2)]
+        for r, row in enumerate(_transposed(b, pairs)):
+            dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
+            with self._written(b.icmp_signed("<", const(r), self.valid_rows), masked):
+                b.store(row, dst, align=2)
 
     def _store_row(self, r: int, inside: ir.Value, dst: ir.Value, masked: bool) -> None:
         b = self.b
@@ -461,27 +476,32 @@ class _Block:
                     b.store(pairs, dst, align=2)
 
     def _store_pair(self, p: int, dst: ir.Value, masked: bool) -> None:
+        b = self.b
+        if self.rs == 1:
+            b.store(self._pair_vector(p, masked), dst, align=2)
+            return
+        with for_range(b, 0, 2 * self.height, name="i") as i:
+            r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
+            inside_rows = b.icmp_signed("<", r, self.valid_rows)
+            ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))
+            self._copy(ok, self._at(r, c), element_ptr(b, dst, ScalarType.BF16, i))
+
+    def _pair_vector(self, p: int, masked: bool) -> ir.Value:
+        """Columns 2p and 2p + 1 of X's rows (contiguous), interleaved: the flat-to-VNNI
+        shuffle."""
         b, height = self.b, self.height
         t = vec.vector_type(I16, height)
         order = [i // 2 + (height if i % 2 else 0) for i in range(2 * height)]
-        if self.rs == 1:
-            halves = []
-            for c in (2 * p, 2 * p + 1):
-                mask = None
-                if masked:
-                    rows = vec.dynamic_mask(b, height, 0, self.valid_rows)
-                    inside = b.icmp_signed("<", const(c), self.valid_cols)
-                    mask = b.and_(rows, vec.splat(b, inside, height))
-                halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
-            interleave = ir.Constant(vec.vector_type(I32, 2 * height), order)
-            pairs = b.shuffle_vector(halves[0], halves[1], interleave)
-            b.store(pairs, dst, align=2)
-        else:
-            with for_range(b, 0, 2 * height, name="i") as i:
-                r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
-                inside_rows = b.icmp_signed("<", r, self.valid_rows)
-                ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))
-                self._copy(ok, self._at(r, c), element_ptr(b, dst, ScalarType.BF16, i))
+        halves = []
+        for c in (2 * p, 2 * p + 1):
+            mask = None
+            if masked:
+                rows = vec.dynamic_mask(b, height, 0, self.valid_rows)
+                inside = b.icmp_signed("<", const(c), self.valid_cols)
+                mask = b.and_(rows, vec.splat(b, inside, height))
+            halves.append(vec.load(b, t, self._at(const(0), const(c)), mask, 2))
+        interleave = ir.Constant(vec.vector_type(I32, 2 * height), order)
+        return b.shuffle_vector(halves[0], halves[1], interleave)
 
     @contextmanager
     def _written(self, holds_data: ir.Value, masked: bool) -> Iterator[None]:
