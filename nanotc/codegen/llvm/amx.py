@@ -31,6 +31,7 @@ from nanotc.codegen.llvm.helpers import (
     intrinsic,
     mul,
 )
+from nanotc.codegen.llvm.packing import transpose
 from nanotc.codegen.llvm.types import F32, I16, I32, PTR, Dim, MemrefValue, const
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TilePackAmx
@@ -212,23 +213,6 @@ def _add_block(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm, c: Memr
 
 def _f32(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm) -> ir.Value:
     return convert(e.b, e.value(inst.alpha), inst.alpha.type, ScalarType.F32)
-
-
-def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The transpose of 16 vectors of 16 lanes: four rounds that swap the off-diagonal
-    h x h blocks of every 2h x 2h block (h = 8, 4, 2, 1), one two-input shuffle each."""
-    n = len(rows)
-    rows = list(rows)
-    h = n // 2
-    while h >= 1:
-        low = [j if not j & h else n + j - h for j in range(n)]
-        high = [j + h if not j & h else n + j for j in range(n)]
-        for i in (i for i in range(n) if not i & h):
-            x, y = rows[i], rows[i + h]
-            rows[i] = b.shuffle_vector(x, y, ir.Constant(vec.vector_type(I32, n), low))
-            rows[i + h] = b.shuffle_vector(x, y, ir.Constant(vec.vector_type(I32, n), high))
-        h //= 2
-    return rows
 
 
 @emits(TileAmxSmallGemm)
@@ -422,7 +406,7 @@ class _Block:
         b = self.b
         words = vec.vector_type(I32, PANEL)
         pairs = [b.bitcast(self._pair_vector(p, masked), words) for p in range(CHUNK // 2)]
-        for r, row in enumerate(_transposed(b, pairs)):
+        for r, row in enumerate(transpose(b, pairs)):
             dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
             with self._written(b.icmp_signed("<", const(r), self.valid_rows), masked):
                 b.store(row, dst, align=2)
@@ -470,7 +454,7 @@ class _Block:
                     mask = b.and_(columns, vec.splat(b, inside, CHUNK))
                 row = vec.load(b, halves, self._at(const(r), const(0)), mask, 2)
                 words.append(b.bitcast(row, vec.vector_type(I32, PANEL)))
-            for p, pairs in enumerate(_transposed(b, words)):
+            for p, pairs in enumerate(transpose(b, words)):
                 dst = element_ptr(b, out, ScalarType.BF16, p * pair_stride + 2 * PANEL * group)
                 with self._written(b.icmp_signed("<", const(2 * p), self.valid_cols), masked):
                     b.store(pairs, dst, align=2)
