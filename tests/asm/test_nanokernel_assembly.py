@@ -234,3 +234,21 @@ def test_bf16_gemm_widens_to_fma_where_the_dot_product_is_slow() -> None:
     assert "vdpbf16ps" not in code and "tdpbf16ps" not in code
     loops = asm.hot_loops(code, "k", "vfmadd")
     assert loops and all(loop.stack_accesses() == [] for loop in loops)
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_static_transposed_a_is_packed_not_gathered(ty: str) -> None:
+    """A static A^T is transposed into a column-major scratch in registers (`tile.pack.t`), so
+    the hot loops load A's columns as vectors: no gathers, nothing spilled."""
+    mem = f"memref<{ty}x64x64>"
+    text = f"""func @k(%A: {mem}, %B: {mem}, %C: {mem}) {{
+  gemm.t.n 1.0, %A, %B, 1.0, %C : {ty}, {mem}, {mem}, {ty}, {mem}
+}}"""
+    compilation = nanotc.compile(text, target="avx512")
+    tiled = compilation.tiled()
+    assert "tile.pack.t %A" in tiled and "tile.gemm.n.n" in tiled
+    loops = asm.hot_loops(compilation.assembly(), "k", "vfmadd")
+    assert loops
+    for loop in loops:
+        assert not any("gather" in i for i in loop.instructions)
+        assert loop.stack_accesses() == []

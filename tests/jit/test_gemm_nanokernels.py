@@ -75,8 +75,9 @@ def test_dynamic_sizes_every_remainder(ty: str, target: str, rng) -> None:
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("trans", TRANSPOSES, ids="".join)
 def test_gathered_a_and_scattered_c(trans: tuple[str, str], target: str, rng) -> None:
-    """Rows of op(A) not adjacent in memory (a transposed A, or every other row) take the
-    gather nanokernel; a C with a non-unit row stride the scatter epilogue (static sizes)."""
+    """Rows of op(A) not adjacent in memory (a transposed A, or every other row) of static
+    size are packed column-major first; a C with a non-unit row stride takes the scatter
+    epilogue (static sizes)."""
     for layouts in [
         ("sstrided", "packed", "sstrided"),
         ("packed", "sstrided", "ld"),
@@ -89,7 +90,7 @@ def test_gathered_a_and_scattered_c(trans: tuple[str, str], target: str, rng) ->
 
 def test_gathered_and_scattered_with_dynamic_strides(rng) -> None:
     """The same with every size and stride dynamic (row-major, reversed and gapped views),
-    one kernel for several sizes."""
+    one kernel for several sizes: A's rows are gathered by the nanokernel."""
     case = Case("gemm", ("t", "n"), ("f64",) * 3, "f64", ("strided", "rowmajor", "reversed"))
     run_case(case, "host", rng, [(1, 1, 1), (23, 17, 9), (8, 3, 70)])
 
