@@ -344,3 +344,14 @@ def walk(region: Region) -> Iterator[Instruction]:
         yield inst
         for r in inst.regions():
             yield from walk(r)
+
+
+def rewrite_bottom_up(region: Region, replace: Callable[[Instruction], list[Instruction]]) -> None:
+    """Each instruction of `region` and of its nested regions, innermost first, replaced by
+    `replace(inst)` (`[inst]` keeps it): the shape of most lowering passes."""
+    out: list[Instruction] = []
+    for inst in region.instructions:
+        for nested in inst.regions():
+            rewrite_bottom_up(nested, replace)
+        out.extend(replace(inst))
+    region.instructions = out

@@ -11,7 +11,7 @@ gemv.t keeps its own vectorised dot-product lowering (its A columns are contiguo
 from __future__ import annotations
 
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
 from nanotc.ir.instructions import Expand, Gemm, Gemv, Ger, Transpose
 from nanotc.ir.types import INDEX
 from nanotc.ir.values import Constant, Value
@@ -19,16 +19,7 @@ from nanotc.lowering.gemm_tiles import supported
 
 
 def rewrite_blas2(func: Function) -> None:
-    _rewrite(func.body)
-
-
-def _rewrite(region: Region) -> None:
-    out: list[Instruction] = []
-    for inst in region.instructions:
-        for nested in inst.regions():
-            _rewrite(nested)
-        out.extend(_as_gemm(inst) or [inst])
-    region.instructions = out
+    rewrite_bottom_up(func.body, lambda inst: _as_gemm(inst) or [inst])
 
 
 def _column(b: Builder, vector: Value) -> Value:

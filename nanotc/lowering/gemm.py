@@ -5,7 +5,7 @@ With dynamic sizes both are generated and a run-time test of the sizes picks one
 from __future__ import annotations
 
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
 from nanotc.ir.instructions import Gemm, Transpose
 from nanotc.ir.tile import TilePack
 from nanotc.ir.types import MemRefType
@@ -18,19 +18,14 @@ from nanotc.targets import Target
 
 
 def lower_gemms(func: Function, target: Target, options: CompileOptions = DEFAULT_OPTIONS) -> None:
-    _rewrite(func.body, target, options, small_amx_gemms(func, target))
+    small_amx = small_amx_gemms(func, target)
 
+    def lower(inst: Instruction) -> list[Instruction]:
+        if not isinstance(inst, Gemm):
+            return [inst]
+        return lower_gemm(inst, target, options, id(inst) in small_amx)
 
-def _rewrite(region: Region, target: Target, options: CompileOptions, small_amx: set[int]) -> None:
-    out: list[Instruction] = []
-    for inst in region.instructions:
-        for nested in inst.regions():
-            _rewrite(nested, target, options, small_amx)
-        if isinstance(inst, Gemm):
-            out.extend(lower_gemm(inst, target, options, id(inst) in small_amx))
-        else:
-            out.append(inst)
-    region.instructions = out
+    rewrite_bottom_up(func.body, lower)
 
 
 def lower_gemm(

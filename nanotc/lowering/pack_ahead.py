@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.clone import ValueMap, clone_instruction
-from nanotc.ir.core import Function, Instruction, Region, walk
+from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up, walk
 from nanotc.ir.instructions import Alloca, ArithBinary, BinaryOp, Cmp, CmpCond, For, Size, Subview
 from nanotc.ir.tile import (
     TileAmxSmallGemm,
@@ -47,17 +47,12 @@ _WRITE_C = (TileAmxSmallGemm, TileScale)
 
 
 def pack_ahead(func: Function) -> None:
-    _rewrite(func.body)
+    rewrite_bottom_up(func.body, _pack_loop_ahead)
 
 
-def _rewrite(region: Region) -> None:
-    out: list[Instruction] = []
-    for inst in region.instructions:
-        for nested in inst.regions():
-            _rewrite(nested)
-        plan = _plan(inst) if isinstance(inst, For) else None
-        out.extend(_pipelined(inst, plan) if plan is not None else [inst])  # type: ignore[arg-type]
-    region.instructions = out
+def _pack_loop_ahead(inst: Instruction) -> list[Instruction]:
+    plan = _plan(inst) if isinstance(inst, For) else None
+    return [inst] if plan is None else _pipelined(inst, plan)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ the next group's lines must not evict the current group's (64^3 f32, 48 KiB: 0.8
 from __future__ import annotations
 
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
 from nanotc.ir.instructions import BinaryOp, Gemm, Subview, is_group_id
 from nanotc.ir.tile import TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType
@@ -28,18 +28,11 @@ from nanotc.targets import Target
 
 
 def prefetch_next_group(func: Function, target: Target) -> None:
-    _rewrite(func.body, target)
+    def prefetched(inst: Instruction) -> list[Instruction]:
+        small = isinstance(inst, Gemm) and _small(inst, target)
+        return [*_prefetches(inst), inst] if small else [inst]  # type: ignore[arg-type]
 
-
-def _rewrite(region: Region, target: Target) -> None:
-    out: list[Instruction] = []
-    for inst in region.instructions:
-        for nested in inst.regions():
-            _rewrite(nested, target)
-        if isinstance(inst, Gemm) and _small(inst, target):
-            out.extend(_prefetches(inst))
-        out.append(inst)
-    region.instructions = out
+    rewrite_bottom_up(func.body, prefetched)
 
 
 def _prefetches(g: Gemm) -> list[Instruction]:
