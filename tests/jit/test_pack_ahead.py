@@ -15,13 +15,15 @@ AMX_HOST = targets.host().amx
 BF16 = ml_dtypes.bfloat16
 
 
-def loop(m: int, n: int, k: int, out: str = "f32", extra: str = "") -> str:
-    """C_i += A_i B_i for every i of the batch, in one loop of one work-group."""
+def loop(
+    m: int, n: int, k: int, out: str = "f32", extra: str = "", bounds: str = "0, %batch"
+) -> str:
+    """C_i += A_i B_i for every i of the batch (`bounds` of the loop), in one work-group."""
     a, b, c = f"memref<bf16x{m}x{k}x?>", f"memref<bf16x{k}x{n}x?>", f"memref<{out}x{m}x{n}x?>"
     am, bm, cm = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<{out}x{m}x{n}>"
     return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   %batch = size %C[2] : {c}
-  for %i = 0, %batch {{
+  for %i = {bounds} {{
     %a = subview %A[:,:,%i] : {a}
     %b = subview %B[:,:,%i] : {b}
     %c = subview %C[:,:,%i] : {c}
@@ -63,6 +65,22 @@ def test_results(shape: tuple[int, int, int], batch: int, rng) -> None:
     a, b, c = operands(rng, *shape, batch)
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
     compilation = nanotc.compile(loop(*shape))
+    assert "tile.disjoint" in compilation.tiled()
+    compilation["k"](a, b, c, group_size=1)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not AMX_HOST, reason="this host has no AMX")
+@pytest.mark.parametrize("bounds", ["1, %batch, 2", "2, %batch, 3"])
+def test_loops_with_steps(bounds: str, rng) -> None:
+    """Every other (third) member from 1 (2): the halves alternate by iteration, not by
+    index, and the members not visited keep their C."""
+    a, b, c = operands(rng, 20, 9, 20, 8)
+    start, _, step = (int(x) for x in bounds.replace("%batch", "0").split(","))
+    want = c.astype(np.float64)
+    for i in range(start, 8, step):
+        want[:, :, i] += a[:, :, i].astype(np.float64) @ b[:, :, i].astype(np.float64)
+    compilation = nanotc.compile(loop(20, 9, 20, bounds=bounds))
     assert "tile.disjoint" in compilation.tiled()
     compilation["k"](a, b, c, group_size=1)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
