@@ -10,7 +10,7 @@ from nanotc.ir.instructions import Gemm, Transpose
 from nanotc.ir.tile import TilePack
 from nanotc.ir.types import MemRefType
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
-from nanotc.lowering.gemm_amx import amx_applies, small_amx_gemms, small_tiles, tile_gemm_amx
+from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import needs_blocking, tile_gemm_blocked
 from nanotc.lowering.gemm_tiles import gemm_extents, supported, tile_gemm
 from nanotc.lowering.nanokernel import row_stride_is_unit
@@ -18,24 +18,26 @@ from nanotc.targets import Target
 
 
 def lower_gemms(func: Function, target: Target, options: CompileOptions = DEFAULT_OPTIONS) -> None:
-    small_amx = small_amx_gemms(func, target)
+    paths = amx_paths(func, target)
 
     def lower(inst: Instruction) -> list[Instruction]:
         if not isinstance(inst, Gemm):
             return [inst]
-        return lower_gemm(inst, target, options, id(inst) in small_amx)
+        return lower_gemm(inst, target, options, paths.get(id(inst)))
 
     rewrite_bottom_up(func.body, lower)
 
 
 def lower_gemm(
-    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS, small_amx: bool = False
+    g: Gemm,
+    target: Target,
+    options: CompileOptions = DEFAULT_OPTIONS,
+    amx: AmxPath | None = None,
 ) -> list[Instruction]:
-    """Tiles for g, or g itself where no nanokernel computes it (the emitter's loops do).
-    `small_amx`: g was admitted to AMX's exact tiles (`small_amx_gemms`); a small gemm that
-    was not takes vector nanokernels, so the function's tile shapes still fit."""
-    if small_amx or (amx_applies(g, target) and small_tiles(g) is None):
-        return tile_gemm_amx(g, target, small_amx)
+    """Tiles for g: AMX tiles by `amx` (`amx_paths` decides for a whole function), else
+    vector nanokernels; g itself where no nanokernel computes it (the emitter's loops do)."""
+    if amx is not None:
+        return tile_gemm_amx(g, target, amx)
     if not supported(g):
         return [g]
     b = Builder(Region())

@@ -23,6 +23,7 @@ tiles.
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TileMin, TilePackAmx, 
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value
 from nanotc.lowering.gemm_blocked import block_extent
-from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents
+from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents, supported
 from nanotc.targets import Target
 
 PANEL = 16  # rows of an AMX tile
@@ -57,10 +58,14 @@ def amx_applies(g: Gemm, target: Target) -> bool:
     nanokernels would."""
     bf16 = g.a.type.element is ScalarType.BF16 and g.b.type.element is ScalarType.BF16
     output = g.c.type.element in (ScalarType.F32, ScalarType.BF16)
-    extents = gemm_extents(g)
-    tiny = None not in extents and extents[0] * extents[1] * extents[2] < SMALL  # type: ignore[operator]
-    fits = small_tiles(g) is not None or not tiny
+    fits = small_tiles(g) is not None or not _tiny(g)
     return target.amx and bf16 and output and not g.atomic and fits
+
+
+def _tiny(g: Gemm) -> bool:
+    """Static and below SMALL multiply-adds."""
+    m, n, k = gemm_extents(g)
+    return m is not None and n is not None and k is not None and m * n * k < SMALL
 
 
 @dataclass(frozen=True)
@@ -115,29 +120,36 @@ def small_tiles(g: Gemm) -> SmallTiles | None:
     return SmallTiles(m, n, k) if m <= SMALL_C and n <= SMALL_C and k <= SMALL_K else None
 
 
-def small_amx_gemms(func: Function, target: Target) -> set[int]:
-    """The ids of the gemms lowered to `tile.amx_small_gemm`. LLVM configures the tile shapes
-    once per function, so each tile register keeps one shape throughout: counted per shape,
-    all AMX gemms of a function share eight registers. The blocked path takes all eight in
-    the full shape; small gemms are admitted in program order while they fit, and the rest
-    take vector nanokernels."""
+class AmxPath(enum.Enum):
+    EXACT = "exact"  # tile.amx_small_gemm
+    PACKED = "packed"  # tile.amx_gemm on packed blocks
+
+
+def amx_paths(func: Function, target: Target) -> dict[int, AmxPath]:
+    """How each of a function's gemms uses AMX, by id (absent: it does not). LLVM configures
+    the tile shapes once per function, so each tile register keeps one shape throughout:
+    counted per shape, all AMX gemms of a function share eight registers. Packed blocks take
+    all eight in the full shape. Small gemms get exact tiles in program order while they fit;
+    one that does not takes packed blocks where the function's tiles are all full ones, unless
+    it is so small that vector nanokernels beat packing, and else vector nanokernels (or, for
+    a bf16 C, which they do not write, the emitter's loops)."""
     gemms = [g for g in walk(func.body) if isinstance(g, Gemm) and amx_applies(g, target)]
-    need: Counter[Shape] = Counter()
-    if any(small_tiles(g) is None for g in gemms):
-        need[FULL] = TILE_REGISTERS
-    admitted = set()
+    paths = {id(g): AmxPath.PACKED for g in gemms if small_tiles(g) is None}
+    full: Counter[Shape] = Counter({FULL: TILE_REGISTERS})
+    need = full.copy() if paths else Counter()
     for g in gemms:
         tiles = small_tiles(g)
-        merged = need | tiles.registers() if tiles is not None else None
-        if merged is not None and merged.total() <= TILE_REGISTERS:
-            need = merged
-            admitted.add(id(g))
-    return admitted
+        if tiles is None:
+            continue
+        if (need | tiles.registers()).total() <= TILE_REGISTERS:
+            need, paths[id(g)] = need | tiles.registers(), AmxPath.EXACT
+        elif (need | full).total() <= TILE_REGISTERS and not (supported(g) and _tiny(g)):
+            need, paths[id(g)] = need | full, AmxPath.PACKED
+    return paths
 
 
-def tile_gemm_amx(g: Gemm, target: Target, small: bool) -> list[Instruction]:
-    """`small`: exact tiles (`small_amx_gemms` admitted g), else packed blocks."""
-    if small:
+def tile_gemm_amx(g: Gemm, target: Target, path: AmxPath) -> list[Instruction]:
+    if path is AmxPath.EXACT:
         return _tile_small(g)
     m, n, k = gemm_extents(g)
     b = Builder(Region())

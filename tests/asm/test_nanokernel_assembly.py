@@ -227,10 +227,10 @@ def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
 
 
 def test_bf16_gemm_widens_to_fma_where_the_dot_product_is_slow() -> None:
-    """The amx target's vdpbf16ps runs at half the FMA flop rate (bf16_dot_rate 0.5): a small
-    bf16 gemm whose exact AMX tiles would not fit in the tile registers widens its operands
-    to f32 and uses FMAs on zmm."""
-    code = assembly(bf16_gemm(17, 33, 70), "amx")
+    """The amx target's vdpbf16ps runs at half the FMA flop rate (bf16_dot_rate 0.5): a bf16
+    gemm too small to pack and too tall for exact AMX tiles widens its operands to f32 and
+    uses FMAs on zmm."""
+    code = assembly(bf16_gemm(100, 40, 8), "amx")
     assert "vdpbf16ps" not in code and "tdpbf16ps" not in code
     loops = asm.hot_loops(code, "k", "vfmadd")
     assert loops and all(loop.stack_accesses() == [] for loop in loops)

@@ -29,7 +29,7 @@ SHAPES = {
     (35, 9, 35): "tile.amx_small_gemm",  # the last accumulator overlaps; odd K
     (56, 9, 9): "tile.amx_small_gemm",
     (20, 33, 20): "tile.amx_small_gemm",  # a 1-column N tail
-    (17, 33, 70): "tile.gemm",  # small, but its exact tiles need 10 registers
+    (17, 33, 70): "tile.amx_gemm",  # small, but its exact tiles would need 10 registers
     (100, 70, 1): "tile.gemm",  # too wide for exact tiles, too small to pack
     (17, 40, 600): "tile.amx_gemm",
     (300, 65, 513): "tile.amx_gemm",
@@ -89,11 +89,14 @@ def test_amx_gemm_with_dynamic_sizes(shape: tuple[int, int, int], rng) -> None:
     check(text, arguments(*shape, "n", "n", "f32", 1.0, rng), depth=shape[2])
 
 
-def two_gemms(first: tuple[int, int, int], second: tuple[int, int, int]) -> str:
-    """A kernel with two bf16 gemms (f32 C) of the given shapes."""
+Shape = tuple[int, int, int]
+
+
+def two_gemms(first: Shape, second: Shape, outs: tuple[str, str]) -> str:
+    """A kernel with two bf16 gemms of the given shapes and C types."""
     params, gemms = [], []
-    for index, (m, n, k) in enumerate((first, second)):
-        a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<f32x{m}x{n}>"
+    for index, ((m, n, k), out) in enumerate(zip((first, second), outs)):
+        a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<{out}x{m}x{n}>"
         params += [f"%A{index}: {a}", f"%B{index}: {b}", f"%C{index}: {c}"]
         gemms.append(
             f"  gemm.n.n 1.0, %A{index}, %B{index}, 1.0, %C{index} : f32, {a}, {b}, f32, {c}"
@@ -102,23 +105,28 @@ def two_gemms(first: tuple[int, int, int], second: tuple[int, int, int]) -> str:
 
 
 @pytest.mark.parametrize(
-    ("first", "second", "expected"),
+    ("first", "second", "out", "expected"),
     [
         # one shape family: both fit in the eight tile registers
-        ((32, 32, 32), (64, 64, 64), ("tile.amx_small_gemm", "tile.amx_small_gemm")),
-        # 35 x 9 x 35 takes seven registers of other shapes: 56 x 9 x 9 no longer fits
-        ((35, 9, 35), (56, 9, 9), ("tile.amx_small_gemm", "tile.gemm")),
+        ((32, 32, 32), (64, 64, 64), "f32", ("tile.amx_small_gemm", "tile.amx_small_gemm")),
+        # 35 x 9 x 35 takes seven registers of other shapes: 56 x 9 x 9 no longer fits, and
+        # packed blocks would need all eight
+        ((35, 9, 35), (56, 9, 9), "f32", ("tile.amx_small_gemm", "tile.gemm")),
         # the packed path takes all eight registers in the full shape; 32^3 uses only that one
-        ((300, 65, 513), (32, 32, 32), ("tile.amx_gemm", "tile.amx_small_gemm")),
-        ((300, 65, 513), (20, 9, 20), ("tile.amx_gemm", "tile.gemm")),
+        ((300, 65, 513), (32, 32, 32), "f32", ("tile.amx_gemm", "tile.amx_small_gemm")),
+        # 20 x 9 x 20 does not fit beside it: vectors beat packing it, but they write no bf16
+        ((300, 65, 513), (20, 9, 20), "f32", ("tile.amx_gemm", "tile.gemm")),
+        ((300, 65, 513), (20, 9, 20), "bf16", ("tile.amx_gemm", "tile.amx_gemm")),
     ],
     ids=str,
 )
-def test_amx_gemms_of_a_function_share_the_tile_registers(first, second, expected, rng) -> None:
-    """LLVM configures the tile shapes once per function: small gemms whose exact tiles would
-    not fit beside the function's other AMX tiles take vector nanokernels, and everything
-    compiles and computes correctly."""
-    text = two_gemms(first, second)
+def test_amx_gemms_of_a_function_share_the_tile_registers(
+    first: Shape, second: Shape, out: str, expected: tuple[str, str], rng
+) -> None:
+    """LLVM configures the tile shapes once per function: a small gemm whose exact tiles would
+    not fit beside the function's other AMX tiles takes packed blocks where those are all full
+    tiles, else vector nanokernels; everything compiles and computes correctly."""
+    text = two_gemms(first, second, ("f32", out))
     kinds = ("tile.amx_small_gemm", "tile.amx_gemm", "tile.gemm")
     tiled = nanotc.compile(text, target="amx").tiled().splitlines()
     lines = [line for line in tiled if any(uses(line, kind) for kind in kinds)]
@@ -126,9 +134,11 @@ def test_amx_gemms_of_a_function_share_the_tile_registers(first, second, expecte
     if AMX_HOST:
         bf16 = ml_dtypes.bfloat16
         args = []
-        for m, n, k in (first, second):
+        for (m, n, k), c_type in zip(
+            (first, second), (np.float32, bf16 if out == "bf16" else np.float32)
+        ):
             args += [np.asfortranarray(rng.standard_normal(shape)).astype(dtype)
-                     for shape, dtype in (((m, k), bf16), ((k, n), bf16), ((m, n), np.float32))]  # fmt: skip
+                     for shape, dtype in (((m, k), bf16), ((k, n), bf16), ((m, n), c_type))]  # fmt: skip
         check(text, args, depth=max(first[2], second[2]))
 
 
