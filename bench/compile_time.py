@@ -48,6 +48,9 @@ def cases() -> dict[str, str]:
         "W3 static 12544x64x147 f32": kernels.single("f32", 12544, 64, 147),
         "W1 dynamic column block f64": kernels.column_blocks("f64", 128),
         "tall_and_skinny f32 N=16 K=64": recipe,
+        # on AMX hosts: exact tiles, packed one iteration ahead (two copies of the loop)
+        "W4 batched 35x9x35 bf16": kernels.batched_repeated("f32", 35, 9, 35, inputs="bf16"),
+        "W4 MLP column block bf16": kernels.column_blocks("f32", 1024, inputs="bf16"),
     }
 
 
