@@ -82,6 +82,11 @@ class Constant(Value):
         return f"<Constant {self.literal()} : {self.type}>"
 
 
+def is_literal(value: object, number: int | float) -> bool:
+    """Whether `value` is the inline literal `number` (alpha 1, beta 0, a step of 1)."""
+    return isinstance(value, Constant) and value.value == number
+
+
 def _float_literal(value: float) -> str:
     if not math.isfinite(value):
         raise ValueError(f"non-finite float constant {value} has no literal")

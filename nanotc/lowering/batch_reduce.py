@@ -35,7 +35,7 @@ from nanotc.ir.instructions import (
 )
 from nanotc.ir.tile import TileBatchGemm, TileYield
 from nanotc.ir.types import INDEX
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Value, is_literal
 from nanotc.lowering.choices import (
     BATCH,
     DEFAULT_OPTIONS,
@@ -85,7 +85,7 @@ def batch_reduce_gemm(inst: Instruction) -> Gemm | None:
     *prefix, last = inst.body.instructions
     if not isinstance(last, Gemm) or not supported(last):
         return None
-    if not (isinstance(last.beta, Constant) and last.beta.value == 1):
+    if not is_literal(last.beta, 1):
         return None
     if not all(_computes_values_only(i, last.c) for i in prefix):
         return None

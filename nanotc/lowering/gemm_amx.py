@@ -32,7 +32,7 @@ from nanotc.ir.core import Function, Instruction, Region, walk
 from nanotc.ir.instructions import BinaryOp, Gemm, Transpose
 from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TileMin, TilePackAmx, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Value, is_literal
 from nanotc.lowering.gemm_blocked import block_extent
 from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents, supported
 from nanotc.targets import Target
@@ -177,8 +177,8 @@ def _tile_small(g: Gemm) -> list[Instruction]:
     m, n, k = gemm_extents(g)
     assert m is not None and n is not None and k is not None
     b = Builder(Region())
-    zero = _is(g.beta, 0)
-    if not zero and not _is(g.beta, 1):
+    zero = is_literal(g.beta, 0)
+    if not zero and not is_literal(g.beta, 1):
         b.add(TileScale, beta=g.beta, c=g.c)
     chunks = -(-k // CHUNK)
     height = _panels(m) * PANEL  # one panel: the shifted last accumulator may cross 16 rows
@@ -209,10 +209,6 @@ def _flip(trans: Transpose) -> Transpose:
 
 def _panels(extent: int) -> int:
     return -(-extent // PANEL)
-
-
-def _is(value: Value, number: float) -> bool:
-    return isinstance(value, Constant) and value.value == number
 
 
 def _blocks(b: Builder, g: Gemm, a_pack: Value, b_pack: Value, ic: Value, jc: Value,

@@ -24,7 +24,7 @@ from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileScale
 from nanotc.ir.types import MemRefType, ScalarType
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import (
     BLOCKED,
     DEFAULT_OPTIONS,
@@ -159,7 +159,7 @@ def _first_block_writes_c(g: Gemm) -> bool:
     instead of a pass that zeroes C for the first block to read back. Other betas keep that
     pass: a run-time beta in every nanokernel's epilogue (beta times C), beside a run-time
     alpha, would no longer fit the registers."""
-    return not g.atomic and isinstance(g.beta, Constant) and g.beta.value == 0
+    return not g.atomic and is_literal(g.beta, 0)
 
 
 def _block_beta(b: Builder, g: Gemm, pc: Value, extent_k: Index, kc: int) -> Value:

@@ -23,7 +23,7 @@ from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin
 from nanotc.ir.types import INDEX, MemRefType, ScalarType
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
 from nanotc.lowering.choices import signature as gemm_signature
 from nanotc.lowering.register_tile import RegisterTile, choose
@@ -83,7 +83,7 @@ def tile_gemm(
 def epilogue_registers(alpha: Value, beta: Value) -> int:
     """Vector registers the epilogue keeps live through the K loop: broadcasts of an alpha
     other than 1 and of a beta other than 0 or 1."""
-    alpha_one = isinstance(alpha, Constant) and alpha.value == 1
+    alpha_one = is_literal(alpha, 1)
     beta_simple = isinstance(beta, Constant) and beta.value in (0, 1)
     return int(not alpha_one) + int(not beta_simple)
 

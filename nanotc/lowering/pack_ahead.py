@@ -40,7 +40,7 @@ from nanotc.ir.tile import (
     TileScale,
 )
 from nanotc.ir.types import INDEX, MemRefType
-from nanotc.ir.values import Constant, OpResult, Value
+from nanotc.ir.values import Constant, OpResult, Value, is_literal
 
 _PURE = (Subview, ArithBinary, Cmp, Size, TileMin, TilePrefetch, Alloca)
 _WRITE_C = (TileAmxSmallGemm, TileScale)
@@ -117,7 +117,7 @@ def _pipelined(loop: For, plan: _Plan) -> list[Instruction]:
         old_index = loop.body.params[0]
         mapping: ValueMap = {id(old_index): index}
         iteration = body.index(BinaryOp.SUB, index, loop.start)
-        if not (isinstance(step, Constant) and step.value == 1):
+        if not is_literal(step, 1):
             iteration = body.index(BinaryOp.DIV, iteration, step)
         parity = body.index(BinaryOp.REM, iteration, 2)
         halves = {}

@@ -36,7 +36,7 @@ from nanotc.codegen.llvm.types import F32, I16, I32, PTR, Dim, MemrefValue, cons
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TilePackAmx
 from nanotc.ir.types import ScalarType
-from nanotc.ir.values import Constant
+from nanotc.ir.values import is_literal
 from nanotc.lowering.gemm_amx import CHUNK, PANEL, SMALL_C, SmallTiles
 
 TILE_BYTES = 64  # a full tile row: 16 f32 or 32 bf16
@@ -142,7 +142,7 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
 
 def _direct_c(inst: TileAmxGemm | TileAmxSmallGemm, c: MemrefValue) -> bool:
     """C's tiles can take the accumulation directly: alpha 1, f32, columns contiguous."""
-    alpha_one = isinstance(inst.alpha, Constant) and inst.alpha.value == 1
+    alpha_one = is_literal(inst.alpha, 1)
     return alpha_one and c.type.element is ScalarType.F32 and c.stride[0] == 1
 
 
