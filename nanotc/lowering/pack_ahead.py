@@ -127,9 +127,9 @@ def _pipelined(loop: For, plan: _Plan) -> list[Instruction]:
             other = body.index(BinaryOp.SUB, size, current)
             halves[id(p)] = [body.subview(buffers[id(p)], [x], [size]) for x in (current, other)]
             mapping[id(p.target)] = halves[id(p)][0]
+        ahead = _Ahead(old_index, index, loop.start, loop.stop, step)
         for inst in loop.body.instructions:
             if any(inst is p for p in plan.packs):
-                ahead = _Ahead(old_index, index, loop.start, loop.stop, step)
                 ahead.emit(body, inst, mapping, halves[id(inst)][1])
             elif not any(r is p.target for p in plan.packs for r in inst.results):
                 body.region.append(clone_instruction(inst, mapping))
