@@ -61,8 +61,8 @@ _ROWS, _COLS = ir.Constant(I16, PANEL), ir.Constant(I16, TILE_BYTES)
 
 
 def _tile_load(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
-    args = [_ROWS, _COLS, ptr, const(TILE_BYTES)]
-    return intrinsic(b, "llvm.x86.tileloadd64.internal", AMX, args)
+    """A full 16 x 64-byte tile of a packed panel."""
+    return _load(b, [_ROWS, _COLS], ptr, TILE_BYTES)
 
 
 def _shape(rows: int, bytes_per_row: int) -> list[ir.Value]:
@@ -122,19 +122,9 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
         with whole:  # accumulate onto C's own tiles: no buffer, no vector pass
             ld = mul(b, c.stride[1], F32_BYTES)
             corners = [_c_tile(b, c, index) for index in range(4)]
-            loaded = [
-                intrinsic(
-                    b, "llvm.x86.tileloadd64.internal", AMX, [_ROWS, _COLS, p, as_value(b, ld)]
-                )
-                for p in corners
-            ]
+            loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
             for p, tile in zip(corners, k_loop(loaded)):
-                intrinsic(
-                    b,
-                    "llvm.x86.tilestored64.internal",
-                    ir.VoidType(),
-                    [_ROWS, _COLS, p, as_value(b, ld), tile],
-                )
+                _store(b, [_ROWS, _COLS], p, ld, tile)
         with edge:
             zero = intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS])
             _epilogue(e, inst, k_loop([zero] * 4))
@@ -161,8 +151,7 @@ def _epilogue(e: FunctionEmitter, inst: TileAmxGemm, acc: list[ir.Value]) -> Non
     for index, tile in enumerate(acc):
         n_tile, m_tile = divmod(index, 2)
         ptr = element_ptr(b, block, ScalarType.F32, n_tile * PANEL * 32 + m_tile * PANEL)
-        args = [_ROWS, _COLS, ptr, const(32 * F32_BYTES), tile]
-        intrinsic(b, "llvm.x86.tilestored64.internal", ir.VoidType(), args)
+        _store(b, [_ROWS, _COLS], ptr, 32 * F32_BYTES, tile)
     rows, cols = e.index_value(inst.rows), e.index_value(inst.cols)
     _add_block(e, inst, e.value(inst.c), _Buffer(block, 32, rows, cols, 2), (0, 0), read_c=True)
 
