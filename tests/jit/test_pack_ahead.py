@@ -60,7 +60,7 @@ def operands(rng, m: int, n: int, k: int, batch: int) -> tuple[np.ndarray, ...]:
 
 @pytest.mark.skipif(not AMX_HOST, reason="this host has no AMX")
 @pytest.mark.parametrize("shape", [(8, 8, 8), (20, 9, 20), (35, 9, 35), (64, 64, 64)], ids=str)
-@pytest.mark.parametrize("batch", [1, 2, 7])
+@pytest.mark.parametrize("batch", [0, 1, 2, 7])
 def test_results(shape: tuple[int, int, int], batch: int, rng) -> None:
     a, b, c = operands(rng, *shape, batch)
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
