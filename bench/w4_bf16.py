@@ -14,8 +14,8 @@ peers found:
            (`kernels.batched_repeated`). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
 
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
-kernel has `tile.amx_gemm`, vdpbf16ps (`bf16`) when its code has it, else fp32 FMAs (bf16
-widened to f32, where the target's vdpbf16ps is slower than FMA).
+kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its code has
+it, else fp32 FMAs (bf16 widened to f32, where the target's vdpbf16ps is slower than FMA).
 
     python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
 """
