@@ -49,6 +49,11 @@ contiguous columns and alpha is 1.
 `tile.scale beta, C` is C := beta * C, with C not read when beta is 0 (the blocked GEMM
 applies beta once, then accumulates its K blocks with beta 1).
 
+`tile.amx_batch_gemm` is the batch-reduce form of `tile.amx_small_gemm` (beta 1, C at most
+32 x 32, K even): C += alpha * sum over b of op(A_b) op(B_b), its region computing A_b and
+B_b as `tile.batch_gemm`'s does. Every accumulator of C stays in a tile register across the
+whole loop, and each A_b is interleaved into VNNI rows one iteration ahead.
+
 `tile.disjoint X, Y` is true when the memory spans of the views X and Y (first to last
 element they address) do not overlap: a run-time guard for code that reorders reads of one
 past writes of the other.
@@ -233,6 +238,34 @@ class TileAmxSmallGemm(Instruction):
     )
 
 
+class TileAmxBatchGemm(Instruction):
+    name = "tile.amx_batch_gemm"
+    kind = Kind.COLLECTIVE
+    trans_a = attribute(Suffix(Transpose))
+    trans_b = attribute(Suffix(Transpose))
+    alpha = operand(ConstKind.NUMBER)
+    c = operand()
+    start = operand(**_INDEX)
+    stop = operand(**_INDEX)
+    step = operand(**_INDEX)
+    body = region()
+    syntax = (
+        "{trans_a}{trans_b} $alpha , $c for $body.param = $start , $stop , $step "
+        ": type($alpha), type($c) $body"
+    )
+
+    @classmethod
+    def region_param_types(cls, attrs: Mapping[str, Any], region_name: str) -> Sequence[Type]:
+        return (INDEX,)
+
+    def panels(self) -> tuple[Value, Value]:
+        """The A_b and B_b yielded by the region."""
+        last = self.body.instructions[-1]
+        assert isinstance(last, TileYield)
+        a, b = last.values
+        return a, b
+
+
 class TileDisjoint(Instruction):
     name = "tile.disjoint"
     lhs = operand()
@@ -255,5 +288,5 @@ class TileMin(Instruction):
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint,
+    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint, TileAmxBatchGemm,
 )  # fmt: skip

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.clone import clone_instruction
-from nanotc.ir.core import Function, Instruction, Region
+from nanotc.ir.core import Function, Instruction, Region, walk
 from nanotc.ir.instructions import (
     ArithBinary,
     ArithUnary,
@@ -33,7 +33,7 @@ from nanotc.ir.instructions import (
     Size,
     Subview,
 )
-from nanotc.ir.tile import TileBatchGemm, TileYield
+from nanotc.ir.tile import TileAmxBatchGemm, TileBatchGemm, TileYield
 from nanotc.ir.types import INDEX
 from nanotc.ir.values import Value, is_literal
 from nanotc.lowering.choices import (
@@ -43,7 +43,7 @@ from nanotc.lowering.choices import (
     register_tile_for,
     signature,
 )
-from nanotc.lowering.gemm_amx import amx_applies
+from nanotc.lowering.gemm_amx import amx_applies, amx_batch_tiles
 from nanotc.lowering.gemm_tiles import (
     Index,
     epilogue_registers,
@@ -60,20 +60,26 @@ _PURE = (ArithBinary, ArithUnary, Cast, Cmp, Expand, Fuse, GroupId, GroupSize, S
 def lower_batch_reduce(
     func: Function, target: Target, options: CompileOptions = DEFAULT_OPTIONS
 ) -> None:
-    _rewrite(func.body, target, options)
+    amx = [g for g in walk(func.body) if isinstance(g, Gemm) and amx_applies(g, target)]
+    _rewrite(func.body, target, options, amx_alone=len(amx) == 1)
 
 
-def _rewrite(region: Region, target: Target, options: CompileOptions) -> None:
+def _rewrite(region: Region, target: Target, options: CompileOptions, amx_alone: bool) -> None:
+    """`amx_alone`: the function has one AMX gemm, so its tiles own the tile registers (the
+    other gemms' paths are chosen later, `gemm_amx.amx_paths`)."""
     out: list[Instruction] = []
     for inst in region.instructions:
         gemm = batch_reduce_gemm(inst)
-        # AMX tiles accumulate in C anyway, and beat vector kernels by far
         if gemm is not None and not amx_applies(gemm, target):
             assert isinstance(inst, For)
             out.extend(_tile_batch(inst, gemm, target, options))
             continue
+        if gemm is not None and amx_alone and amx_batch_tiles(gemm) is not None:
+            assert isinstance(inst, For)
+            out.append(_amx_batch(inst, gemm))
+            continue
         for nested in inst.regions():
-            _rewrite(nested, target, options)
+            _rewrite(nested, target, options, amx_alone)
         out.append(inst)
     region.instructions = out
 
@@ -102,17 +108,30 @@ def _computes_values_only(inst: Instruction, c: Value) -> bool:
     return isinstance(inst, _PURE)
 
 
+def _batch_body(loop: For, g: Gemm) -> Region:
+    """The loop's body up to the gemm, yielding A_b and B_b: a microkernel's own copy."""
+    body = Region()
+    mapping = {id(loop.body.params[0]): body.add_param(INDEX, loop.body.params[0].name)}
+    for inst in loop.body.instructions[:-1]:
+        body.append(clone_instruction(inst, mapping))
+    body.append(TileYield(values=[mapping.get(id(v), v) for v in (g.a, g.b)]))
+    return body
+
+
+def _amx_batch(loop: For, g: Gemm) -> Instruction:
+    step: Value | int = loop.step if loop.step is not None else 1
+    b = Builder(Region())
+    b.add(TileAmxBatchGemm, trans_a=g.trans_a, trans_b=g.trans_b, alpha=g.alpha, c=g.c,
+          start=loop.start, stop=loop.stop, step=step, body=_batch_body(loop, g))  # fmt: skip
+    (inst,) = b.region.instructions
+    return inst
+
+
 def _tile_batch(loop: For, g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
-    prefix = loop.body.instructions[:-1]
     step: Value | int = loop.step if loop.step is not None else 1
 
     def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
-        body = Region()
-        mapping = {id(loop.body.params[0]): body.add_param(INDEX, loop.body.params[0].name)}
-        for inst in prefix:
-            body.append(clone_instruction(inst, mapping))
-        panels = [mapping.get(id(v), v) for v in (g.a, g.b)]
-        body.append(TileYield(values=panels))
+        body = _batch_body(loop, g)
         b.add(
             TileBatchGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
             beta=g.beta, c=g.c, row=row, col=col, rows=rows, start=loop.start, stop=loop.stop,

@@ -110,6 +110,31 @@ class SmallTiles:
                 need |= live  # per shape, the larger count
         return need
 
+    def batch_registers(self) -> Counter[Shape]:
+        """Tile registers for the batch-reduce form: every accumulator live across the whole
+        loop, the operand tiles one at a time."""
+        need: Counter[Shape] = Counter()
+        for _, nr in self.n_blocks:
+            need[(nr, 4 * self.width)] += len(self.m_offsets)
+        operands: Counter[Shape] = Counter()
+        for _, nr in self.n_blocks:
+            for k_bytes in self.chunk_bytes:
+                live: Counter[Shape] = Counter()
+                live[(nr, k_bytes)] += 1  # the two may have one shape: then two registers
+                live[(k_bytes // 4, 4 * self.width)] += 1
+                operands |= live
+        return need + operands
+
+
+def amx_batch_tiles(g: Gemm) -> SmallTiles | None:
+    """The exact tiles of a batch-reduce gemm whose accumulators all fit the tile registers
+    at once, whose op(B) columns are row tiles as they lie, and whose C is f32 (vector
+    nanokernels' batch-reduce takes the rest)."""
+    tiles = small_tiles(g)
+    if tiles is None or g.c.type.element is not ScalarType.F32 or not _rows_in_place(g, tiles.k):
+        return None
+    return tiles if tiles.batch_registers().total() <= TILE_REGISTERS else None
+
 
 def small_tiles(g: Gemm) -> SmallTiles | None:
     """The exact tiles for a static gemm within the small limits whose C has contiguous

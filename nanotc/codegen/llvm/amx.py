@@ -34,11 +34,12 @@ from nanotc.codegen.llvm.helpers import (
 from nanotc.codegen.llvm.packing import transpose
 from nanotc.codegen.llvm.types import F32, I16, I32, PTR, Dim, MemrefValue, const
 from nanotc.ir.instructions import Transpose
-from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TilePackAmx
+from nanotc.ir.tile import TileAmxBatchGemm, TileAmxGemm, TileAmxSmallGemm, TilePackAmx
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import is_literal
 from nanotc.lowering.gemm_amx import CHUNK, PANEL, SMALL_C, SmallTiles
 
+AmxGemm = TileAmxGemm | TileAmxSmallGemm | TileAmxBatchGemm
 TILE_BYTES = 64  # a full tile row: 16 f32 or 32 bf16
 F32_BYTES = 4
 
@@ -130,7 +131,7 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
             _epilogue(e, inst, k_loop([zero] * 4))
 
 
-def _direct_c(inst: TileAmxGemm | TileAmxSmallGemm, c: MemrefValue) -> bool:
+def _direct_c(inst: AmxGemm, c: MemrefValue) -> bool:
     """C's tiles can take the accumulation directly: alpha 1, f32, columns contiguous."""
     alpha_one = is_literal(inst.alpha, 1)
     return alpha_one and c.type.element is ScalarType.F32 and c.stride[0] == 1
@@ -173,7 +174,7 @@ class _Buffer(NamedTuple):
     vectors: int  # of 16 rows per column, enough to cover `rows`
 
 
-def _add_block(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm, c: MemrefValue,
+def _add_block(e: FunctionEmitter, inst: AmxGemm, c: MemrefValue,
                block: _Buffer, corner: tuple[int, int], read_c: bool) -> None:  # fmt: skip
     """C[m0 + i, n0 + j] := alpha * block(i, j) (+ C[m0 + i, n0 + j] when `read_c`) with
     masked vectors down C's contiguous columns."""
@@ -200,7 +201,7 @@ def _add_block(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm, c: Memr
             vec.store(b, stored, ptr, mask, element.size)
 
 
-def _f32(e: FunctionEmitter, inst: TileAmxGemm | TileAmxSmallGemm) -> ir.Value:
+def _f32(e: FunctionEmitter, inst: AmxGemm) -> ir.Value:
     return convert(e.b, e.value(inst.alpha), inst.alpha.type, ScalarType.F32)
 
 
@@ -218,7 +219,7 @@ def _amx_small_gemm(e: FunctionEmitter, inst: TileAmxSmallGemm) -> None:
     chunks = len(tiles.chunk_bytes)
     pairs: ir.Value = e.value(inst.a).ptr
     height = -(-m // PANEL) * PANEL
-    rows = _RowTiles(e, inst, chunks)
+    rows = _RowTiles(b, e.value(inst.b), inst.trans_b, chunks)
     block = None if _direct_c(inst, c) else _stack_block(e, SMALL_C * PANEL)
     c_bytes = tiles.width * F32_BYTES
     for n0, nr in tiles.n_blocks:
@@ -239,6 +240,81 @@ def _amx_small_gemm(e: FunctionEmitter, inst: TileAmxSmallGemm) -> None:
             _add_block(e, inst, c, buffer, (0, n0), read_c=not inst.zero)
 
 
+@emits(TileAmxBatchGemm)
+def _amx_batch_gemm(e: FunctionEmitter, inst: TileAmxBatchGemm) -> None:
+    """C's accumulator tiles loaded once, then per iteration b (A_b interleaved into one half
+    of a double buffer by the iteration before, the next A packed into the other half) the
+    row tiles of op(B_b)^T and the tile products; C's tiles stored once after the loop."""
+    b = e.b
+    c: MemrefValue = e.value(inst.c)
+    m, n = c.shape
+    a_type = inst.panels()[0].type
+    k = a_type.shape[0 if inst.trans_a is Transpose.T else 1]
+    assert isinstance(m, int) and isinstance(n, int) and isinstance(k, int)
+    tiles = SmallTiles(m, n, k)
+    height = -(-m // PANEL) * PANEL
+    size = height * len(tiles.chunk_bytes) * CHUNK  # bf16 values of one packed A
+    buffer = e.state.entry.alloca(ir.ArrayType(I16, 2 * size))
+    buffer.align = 64
+    buffer.type = PTR
+    start, stop, step = (e.index_value(v) for v in (inst.start, inst.stop, inst.step))
+    c_bytes = tiles.width * F32_BYTES
+    corners = [(m0, n0, nr) for n0, nr in tiles.n_blocks for m0 in tiles.m_offsets]
+    direct = _direct_c(inst, c)
+    acc = [
+        _load(b, _shape(nr, c_bytes), _c_at(b, c, (m0, n0)), mul(b, c.stride[1], F32_BYTES))
+        if direct
+        else intrinsic(b, "llvm.x86.tilezero.internal", AMX, _shape(nr, c_bytes))
+        for m0, n0, nr in corners
+    ]
+
+    def operands(index: ir.Value) -> list[MemrefValue]:
+        return e.region(inst.body, [index])
+
+    def pack(a: MemrefValue, half: ir.Value) -> None:
+        r_mode, c_mode = (1, 0) if inst.trans_a is Transpose.T else (0, 1)
+        strides = (a.stride[r_mode], a.stride[c_mode])
+        _pack_static(e, _StaticPack(a.ptr, strides, half, (m, k), height, True))
+
+    def half(parity: ir.Value) -> ir.Value:
+        return element_ptr(b, buffer, ScalarType.BF16, b.mul(parity, const(size)))
+
+    with b.if_then(b.icmp_signed("<", start, stop)):
+        pack(operands(start)[0], buffer)
+
+    def iteration(index: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        parity = b.and_(b.udiv(b.sub(index, start), step), const(1))
+        following = b.add(index, step)
+        with b.if_then(b.icmp_signed("<", following, stop)):
+            pack(operands(following)[0], half(b.sub(const(1), parity)))
+        pairs = half(parity)
+        rows = _RowTiles(b, operands(index)[1], inst.trans_b, len(tiles.chunk_bytes))
+        out = list(acc)
+        for s, k_bytes in enumerate(tiles.chunk_bytes):
+            for n0, nr in tiles.n_blocks:
+                row = rows.load(n0, nr, s, k_bytes)
+                for i, (m0, n1, _) in enumerate(corners):
+                    if n1 != n0:
+                        continue
+                    at = _pairs_at(b, pairs, height, m0, s)
+                    vnni = _load(b, _shape(k_bytes // 4, c_bytes), at, 4 * height)
+                    shape = [*_shape(nr, c_bytes), ir.Constant(I16, k_bytes)]
+                    out[i] = intrinsic(
+                        b, "llvm.x86.tdpbf16ps.internal", AMX, [*shape, out[i], row, vnni]
+                    )
+        return out
+
+    acc = carried_loop(b, start, stop, step, acc, iteration, name="batch", unroll=False)
+    block = None if direct else _stack_block(e, SMALL_C * PANEL)
+    for n0, nr in tiles.n_blocks:
+        for (m0, n1, _), tile in zip(corners, acc):
+            if n1 == n0:
+                _small_finish(e, inst, c, (m0, n0), _shape(nr, c_bytes), tile, block)
+        if block is not None:
+            buffer = _Buffer(block, SMALL_C, const(m), const(nr), -(-m // PANEL))
+            _add_block(e, inst, c, buffer, (0, n0), read_c=True)
+
+
 def _pairs_at(b: ir.IRBuilder, pairs: ir.Value, height: int, m0: int, chunk: int) -> ir.Value:
     """The VNNI rows of op(A) from row m0 at chunk `chunk`, in one panel of `height` rows."""
     return element_ptr(b, pairs, ScalarType.BF16, chunk * height * CHUNK + 2 * m0)
@@ -247,13 +323,12 @@ def _pairs_at(b: ir.IRBuilder, pairs: ir.Value, height: int, m0: int, chunk: int
 class _RowTiles:
     """Row tiles of op(B)^T: straight from op(B) (rows are its columns) or from row panels."""
 
-    def __init__(self, e: FunctionEmitter, inst: TileAmxSmallGemm, chunks: int):
-        self.b, self.chunks = e.b, chunks
-        source: MemrefValue = e.value(inst.b)
+    def __init__(self, b: ir.IRBuilder, source: MemrefValue, trans_b: Transpose, chunks: int):
+        self.b, self.chunks = b, chunks
         self.ptr = source.ptr
         self.packed = len(source.shape) == 1
         if not self.packed:  # K runs along mode 0 of B (.n) or mode 1 (.t), contiguously
-            self.row_stride = source.stride[1 if inst.trans_b is Transpose.N else 0]
+            self.row_stride = source.stride[1 if trans_b is Transpose.N else 0]
 
     def load(self, n0: int, rows: int, chunk: int, k_bytes: int) -> ir.Value:
         b, shape = self.b, _shape(rows, k_bytes)
@@ -274,7 +349,7 @@ def _small_start(e: FunctionEmitter, inst: TileAmxSmallGemm, c: MemrefValue,
     return intrinsic(e.b, "llvm.x86.tilezero.internal", AMX, shape)
 
 
-def _small_finish(e: FunctionEmitter, inst: TileAmxSmallGemm, c: MemrefValue,
+def _small_finish(e: FunctionEmitter, inst: TileAmxSmallGemm | TileAmxBatchGemm, c: MemrefValue,
                   corner: tuple[int, int], shape: list[ir.Value], tile: ir.Value,
                   block: ir.Value | None) -> None:  # fmt: skip
     """The tile into C in place, or into `block` (a stack buffer of the block's columns, for
@@ -316,7 +391,8 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
     pair_stride = 2 * height if inst.pairs else None
     static = e.dim(inst.rows), e.dim(inst.cols)
     if inst.exact and isinstance(static[0], int) and isinstance(static[1], int):
-        _pack_static(e, inst, base, strides, (static[0], static[1]))
+        extents = (static[0], static[1])
+        _pack_static(e, _StaticPack(base, strides, target.ptr, extents, height, inst.pairs))
         return
     with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
         start = b.add(b.mul(q, panel_size), b.mul(s, const(height * CHUNK)))
@@ -329,44 +405,54 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
             _pack_block(b, block, out, pair_stride)
 
 
-def _pack_static(e: FunctionEmitter, inst: TilePackAmx, base: ir.Value, strides: tuple,
-                 extents: tuple[int, int]) -> None:  # fmt: skip
+class _StaticPack(NamedTuple):
+    """An exact pack of static size: op(X) from `base` with (row, column) `strides`, `extents`
+    rows by columns, into `target` in panels of `height` rows (`pairs`: the VNNI layout)."""
+
+    base: ir.Value
+    strides: tuple[Dim, Dim]
+    target: ir.Value
+    extents: tuple[int, int]
+    height: int
+    pairs: bool
+
+
+def _pack_static(e: FunctionEmitter, pack: _StaticPack) -> None:
     """The same for the whole operand of an exact-tile gemm (static and at most 64 rows): whole
     chunks of 32 K in one loop, a last partial chunk after it, each group of rows masked only
     where it is cut, and the rows and K pairs past the block left out at compile time (half
     the LLVM IR of the general form: a loop of 35 x 9 x 35 gemms compiled in 0.4 s)."""
-    b, height = e.b, inst.panel
-    rows, cols = extents
+    b = e.b
+    rows, cols = pack.extents
     whole, tail = divmod(cols, CHUNK)
-    for q in range(-(-rows // height)):
+    for q in range(-(-rows // pack.height)):
         if whole:
             with for_range(b, 0, const(whole), name="chunk") as s:
-                _pack_static_chunk(e, inst, base, strides, (q, s), (rows, cols))
+                _pack_static_chunk(e, pack, (q, s))
         if tail:
-            _pack_static_chunk(e, inst, base, strides, (q, whole), (rows, cols))
+            _pack_static_chunk(e, pack, (q, whole))
 
 
-def _pack_static_chunk(e: FunctionEmitter, inst: TilePackAmx, base: ir.Value,
-                       strides: tuple, at: tuple[int, ir.Value | int],
-                       extents: tuple[int, int]) -> None:  # fmt: skip
+def _pack_static_chunk(
+    e: FunctionEmitter, pack: _StaticPack, at: tuple[int, ir.Value | int]
+) -> None:
     """Panel q, chunk s (a loop index: a whole chunk) of a static block."""
-    b, height = e.b, inst.panel
-    target: MemrefValue = e.value(inst.target)
-    (q, s), (rows, cols) = at, extents
+    b, height = e.b, pack.height
+    (q, s), (rows, cols) = at, pack.extents
     chunks = -(-cols // CHUNK)
     valid_cols = cols - s * CHUNK if isinstance(s, int) else CHUNK
-    for first, group in _groups(height, inst.pairs):
+    for first, group in _groups(height, pack.pairs):
         start = b.add(
             b.mul(as_value(b, s), const(height * CHUNK)), const(q * chunks * height * CHUNK)
         )
-        out = element_ptr(b, target.ptr, ScalarType.BF16, b.add(start, const(2 * first)))
+        out = element_ptr(b, pack.target, ScalarType.BF16, b.add(start, const(2 * first)))
         r0 = q * height + first
         valid = (rows - r0, valid_cols)
         corner = (const(r0), b.mul(as_value(b, s), const(CHUNK)))
-        block = _Block(b, base, strides, corner, (const(valid[0]), const(valid[1])), group,
-                       inst.exact, valid)  # fmt: skip
+        values = (const(valid[0]), const(valid[1]))
+        block = _Block(b, pack.base, pack.strides, corner, values, group, True, valid)
         masked = valid[0] < group or valid[1] < CHUNK
-        _store_block(block, out, 2 * height if inst.pairs else None, masked)
+        _store_block(block, out, 2 * height if pack.pairs else None, masked)
 
 
 def _groups(height: int, pairs: bool) -> list[tuple[int, int]]:
