@@ -87,6 +87,24 @@ _INDEX = dict(constants=ConstKind.INT, const_type=INDEX)
 _TILE_TYPES = "type($alpha), type($a), type($b), type($beta), type($c)"
 
 
+class _BatchBody:
+    """A batch-reduce microkernel's region: the batch index as parameter, computing A_b and
+    B_b and ending in `tile.yield %A_b, %B_b`."""
+
+    body: Any
+
+    @classmethod
+    def region_param_types(cls, attrs: Mapping[str, Any], region_name: str) -> Sequence[Type]:
+        return (INDEX,)
+
+    def panels(self) -> tuple[Value, Value]:
+        """The A_b and B_b yielded by the region."""
+        last = self.body.instructions[-1]
+        assert isinstance(last, TileYield)
+        a, b = last.values
+        return a, b
+
+
 class TileGemm(Instruction):
     name = "tile.gemm"
     kind = Kind.COLLECTIVE
@@ -109,7 +127,7 @@ class TileGemm(Instruction):
     )
 
 
-class TileBatchGemm(Instruction):
+class TileBatchGemm(_BatchBody, Instruction):
     name = "tile.batch_gemm"
     kind = Kind.COLLECTIVE
     trans_a = attribute(Suffix(Transpose))
@@ -132,17 +150,6 @@ class TileBatchGemm(Instruction):
         "tile {mr} x {nr} for $body.param = $start , $stop , $step "
         ": type($alpha), type($beta), type($c) $body"
     )
-
-    @classmethod
-    def region_param_types(cls, attrs: Mapping[str, Any], region_name: str) -> Sequence[Type]:
-        return (INDEX,)
-
-    def panels(self) -> tuple[Value, Value]:
-        """The A_b and B_b yielded by the region."""
-        last = self.body.instructions[-1]
-        assert isinstance(last, TileYield)
-        a, b = last.values
-        return a, b
 
 
 class TileYield(Instruction):
@@ -238,7 +245,7 @@ class TileAmxSmallGemm(Instruction):
     )
 
 
-class TileAmxBatchGemm(Instruction):
+class TileAmxBatchGemm(_BatchBody, Instruction):
     name = "tile.amx_batch_gemm"
     kind = Kind.COLLECTIVE
     trans_a = attribute(Suffix(Transpose))
@@ -253,17 +260,6 @@ class TileAmxBatchGemm(Instruction):
         "{trans_a}{trans_b} $alpha , $c for $body.param = $start , $stop , $step "
         ": type($alpha), type($c) $body"
     )
-
-    @classmethod
-    def region_param_types(cls, attrs: Mapping[str, Any], region_name: str) -> Sequence[Type]:
-        return (INDEX,)
-
-    def panels(self) -> tuple[Value, Value]:
-        """The A_b and B_b yielded by the region."""
-        last = self.body.instructions[-1]
-        assert isinstance(last, TileYield)
-        a, b = last.values
-        return a, b
 
 
 class TileDisjoint(Instruction):
