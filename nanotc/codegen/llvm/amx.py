@@ -1,5 +1,5 @@
-"""Emission of the AMX instructions of the tile dialect: `tile.pack_amx`, `tile.amx_gemm` and
-`tile.amx_small_gemm`.
+"""Emission of the AMX instructions of the tile dialect: `tile.pack_amx`, `tile.amx_gemm`,
+`tile.amx_small_gemm` and `tile.amx_batch_gemm`.
 
 Tiles are LLVM `x86_amx` values through the `.internal` intrinsics, which carry each tile's
 shape; LLVM assigns tile registers and writes the tile configuration (ldtilecfg) itself.
