@@ -19,12 +19,7 @@ import numpy as np
 
 from nanotc.codegen import abi
 from nanotc.ir.core import Function
-from nanotc.runtime.arguments import (
-    BoundArgument,
-    GroupView,
-    bind_arguments,
-    groups_indexed_by_group_id,
-)
+from nanotc.runtime.arguments import ArgumentBinder, BoundArgument, GroupView
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
@@ -48,7 +43,7 @@ class Kernel:
         self.name = func.name
         self._entry = _PACKED_ENTRY(packed_address)
         self._native = abi.flatten(func)
-        self._by_group_id = groups_indexed_by_group_id(func)
+        self._bind = ArgumentBinder(func)
         self._owner = owner  # keeps the machine code alive
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
@@ -62,7 +57,7 @@ class Kernel:
         threads = default_threads() if num_threads is None else num_threads
         if not _is_count(threads) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-        bound = bind_arguments(self.function, args, int(group_size), self._by_group_id)
+        bound = self._bind(args, int(group_size))
         slots, keepalive = pack_slots(self._native, bound)
         return Launch(self, slots, keepalive, chunk(int(group_size), int(threads)))
 
