@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.gemm_blocked import blocking
+from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, blocking
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import get
 
@@ -136,15 +136,18 @@ def test_dynamic_sizes_test_the_same_rule_at_run_time(rng) -> None:
         check(c, want, "f32", k)
 
 
-def test_static_k_splits_into_equal_blocks() -> None:
+def test_static_k_splits_into_equal_blocks_whose_panels_fit_l1() -> None:
+    """A K one block covers stays whole; a longer one is split into equal blocks (the last
+    no shorter than the others less 8), each with its A and B panels in L1 together."""
     avx512, tile = get("avx512"), RegisterTile(2, 14, 16)
     widest = blocking(avx512, ScalarType.F32, tile).kc
     assert blocking(avx512, ScalarType.F32, tile, widest).kc == widest
-    assert blocking(avx512, ScalarType.F32, tile, 512).kc == 256  # not widest + a remainder
-    for k in (widest + 1, 1024, 2304, 4607):
+    for k in (widest + 1, 512, 1024, 2304, 4607):
         kc = blocking(avx512, ScalarType.F32, tile, k).kc
         blocks = -(-k // kc)
-        assert kc <= widest and kc % 8 == 0 and blocks == -(-k // widest)
+        assert kc <= widest and kc % 8 == 0
+        assert k - (blocks - 1) * kc > kc - 8 * blocks  # equal blocks, no short remainder
+        assert (tile.mr + tile.nr) * (kc - 8) * 4 <= avx512.l1_bytes * L1_SHARE_OF_PANELS
 
 
 @pytest.mark.parametrize("shapes", [("611x467", "467x45", "611x45"), ("?x?",) * 3], ids=str)
