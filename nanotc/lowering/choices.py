@@ -22,13 +22,14 @@ from typing import Any
 
 from nanotc.ir.instructions import Gemm
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.register_tile import RegisterTile, choose, fits
+from nanotc.lowering.register_tile import RegisterTile, TileModel, choose, fits
 from nanotc.targets import Target
 
 DIRECT = "direct"  # register tiles straight on the operands (gemm_tiles)
 BATCH = "batch"  # batch-reduce tiles (batch_reduce)
 BLOCKED = "blocked"  # packed cache blocks around register tiles (gemm_blocked)
-PATHS = (DIRECT, BATCH, BLOCKED)
+PANELS = "panels"  # row panels of A in place, K-blocked (gemm_panels)
+PATHS = (DIRECT, BATCH, BLOCKED, PANELS)
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ def register_tile_for(
     element: ScalarType,
     extents: tuple[int | None, int | None, int | None],
     reserved: int,
+    model: TileModel = choose,
 ) -> RegisterTile:
-    """The override of `sig` when it fits the register file, else the analytical tile for
+    """The override of `sig` when it fits the register file, else `model`'s tile for
     `extents` (what the model assumes of M, N, K: the blocked path tiles blocks of any size)."""
     m, n, k = extents
     choice = options.choice(sig)
@@ -136,7 +138,7 @@ def register_tile_for(
         tile = RegisterTile(mv, nr, target.lanes(element))
         if mv > 0 and nr > 0 and fits(tile, target, reserved, dynamic_rows=m is None):
             return tile
-    return choose(target, element, m, n, k, reserved)
+    return model(target, element, m, n, k, reserved)
 
 
 def blocking_override(

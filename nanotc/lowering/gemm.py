@@ -1,6 +1,8 @@
 """gemm lowering: each supported gemm takes the direct path (register tiles straight on the
-operands) or, when the direct path would run out of cache, the blocked path (packed blocks).
-With dynamic sizes both are generated and a run-time test of the sizes picks one."""
+operands) or, when the direct path would run out of cache, the blocked path (packed blocks),
+or for a static gemm whose B fits L2 the row-panel path (A in place, panel by panel).
+With dynamic sizes the direct and blocked paths are both generated and a run-time test of the
+sizes picks one."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from nanotc.ir.types import MemRefType
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import needs_blocking, tile_gemm_blocked
+from nanotc.lowering.gemm_panels import panels_apply, tile_gemm_panels
 from nanotc.lowering.gemm_tiles import gemm_extents, supported, tile_gemm
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.targets import Target
@@ -43,7 +46,11 @@ def lower_gemm(
     b = Builder(Region())
     blocked = needs_blocking(b, g, target)
     if isinstance(blocked, bool):
-        return tile_gemm_blocked(g, target, options) if blocked else _direct(g, target, options)
+        if not blocked:
+            return _direct(g, target, options)
+        if panels_apply(g, target):
+            return tile_gemm_panels(g, target, options)
+        return tile_gemm_blocked(g, target, options)
     branch = b.if_(blocked)
     branch.then.region.instructions.extend(tile_gemm_blocked(g, target, options))
     assert branch.otherwise is not None

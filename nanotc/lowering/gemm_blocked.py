@@ -135,7 +135,7 @@ def tile_gemm_blocked(
     extent_m, extent_n, extent_k = extent_values(b, g)
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
     # first K block to write C
-    if not _first_block_writes_c(g):
+    if not first_block_writes_c(g):
         b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
     b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
@@ -143,7 +143,7 @@ def tile_gemm_blocked(
         nb = block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
             kb = block_extent(middle, extent_k, pc, blocks.kc)
-            beta = _block_beta(middle, g, pc, extent_k, blocks.kc)
+            beta = block_beta(middle, g, pc, extent_k, blocks.kc)
             flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
             middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
                        panel=tile.nr, target=b_pack)  # fmt: skip
@@ -159,10 +159,10 @@ def tile_gemm_blocked(
 def blocked_reserved(g: Gemm) -> int:
     """Vector registers the blocked path's nanokernels keep for alpha and their beta (a
     run-time choice between 0 and 1 when the first K block writes C)."""
-    return epilogue_registers(g.alpha, ONE) + int(_first_block_writes_c(g))
+    return epilogue_registers(g.alpha, ONE) + int(first_block_writes_c(g))
 
 
-def _first_block_writes_c(g: Gemm) -> bool:
+def first_block_writes_c(g: Gemm) -> bool:
     """C = alpha A B (beta 0, not atomic): the first K block stores C without reading it,
     instead of a pass that zeroes C for the first block to read back. Other betas keep that
     pass: a run-time beta in every nanokernel's epilogue (beta times C), beside a run-time
@@ -170,10 +170,10 @@ def _first_block_writes_c(g: Gemm) -> bool:
     return not g.atomic and is_literal(g.beta, 0)
 
 
-def _block_beta(b: Builder, g: Gemm, pc: Value, extent_k: Index, kc: int) -> Value:
+def block_beta(b: Builder, g: Gemm, pc: Value, extent_k: Index, kc: int) -> Value:
     """beta 0 for the first K block when it writes C, 1 for the blocks adding to it."""
     one = Constant(1, g.beta.type)
-    if not _first_block_writes_c(g):
+    if not first_block_writes_c(g):
         return one
     if isinstance(extent_k, int) and extent_k <= kc:
         return g.beta

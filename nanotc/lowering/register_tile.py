@@ -128,6 +128,29 @@ def choose(
     return ranked(target, element, m, n, k, reserved)[0]
 
 
+TileModel = Callable[[Target, ScalarType, int | None, int | None, int | None, int], RegisterTile]
+"""A register tile choice: (target, element, m, n, k, reserved) -> tile."""
+
+TIE = 0.01  # estimates this close are the model's tie: it cannot tell such tiles apart
+
+
+def choose_tall(
+    target: Target,
+    element: ScalarType,
+    m: int | None,
+    n: int | None,
+    k: int | None,
+    reserved: int = 0,
+) -> RegisterTile:
+    """The tallest of the tiles whose estimate ties with the best (then the analytical order):
+    for B read in place from L2, where each broadcast should feed as many FMAs as it can."""
+    options = ranked(target, element, m, n, k, reserved)
+    from_l2 = a_vector_cycles(target, element, m, k)
+    best = estimate(options[0], m, n, k, from_l2)
+    tied = [t for t in options if estimate(t, m, n, k, from_l2) <= best * (1 + TIE)]
+    return max(tied, key=lambda t: t.mv)
+
+
 def ranked(
     target: Target,
     element: ScalarType,

@@ -4,9 +4,9 @@
 
 The kernel's gemms are found as lowering will see them (after the blas2-as-gemm rewrite), each
 under its signature (`lowering.choices`): the path it takes (direct register tiles,
-batch-reduce tiles, packed blocks), types, transposes, static shape, reserved registers. A
-gemm with a dynamic shape has both a direct and a blocked path; the blocked one is tuned only
-when the launch's arrays exceed half of L2 (otherwise it never runs at these sizes).
+batch-reduce tiles, packed blocks, row panels), types, transposes, static shape, reserved
+registers. A gemm with a dynamic shape has both a direct and a blocked path; the blocked one is
+tuned only when the launch's arrays exceed half of L2 (otherwise it never runs at these sizes).
 
 The search is coordinate-wise: gemm after gemm, with the others at their best so far, the
 analytical choice is timed first, then the register tiles that fit the target's registers in
@@ -46,6 +46,7 @@ from nanotc.lowering.choices import (
     BLOCKED,
     DEFAULT_OPTIONS,
     DIRECT,
+    PANELS,
     CompileOptions,
     GemmChoice,
     GemmSignature,
@@ -53,6 +54,7 @@ from nanotc.lowering.choices import (
 )
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import blocked_reserved, blocking, needs_blocking
+from nanotc.lowering.gemm_panels import panel_tile, panels_apply
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
 from nanotc.targets import Target, get, runs_on_host
@@ -238,7 +240,9 @@ def _sites(region: Region, target: Target, large: bool) -> list[Site]:
 def _paths(g: Gemm, target: Target, large: bool) -> list[str]:
     blocked = needs_blocking(Builder(Region()), g, target)
     if isinstance(blocked, bool):
-        return [BLOCKED if blocked else DIRECT]
+        if not blocked:
+            return [DIRECT]
+        return [PANELS if panels_apply(g, target) else BLOCKED]
     return [DIRECT, BLOCKED] if large else [DIRECT]
 
 
@@ -250,6 +254,10 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         tile = choose(target, element, None, None, None, reserved)
         blocks = blocking(target, element, tile, extents[2])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
+    elif path == PANELS:
+        reserved = blocked_reserved(g)
+        tile, _ = panel_tile(g, target)
+        choice = GemmChoice((tile.mv, tile.nr))
     else:
         reserved = epilogue_registers(g.alpha, g.beta)
         tile = choose(target, element, *extents, reserved)

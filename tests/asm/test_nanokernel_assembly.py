@@ -118,6 +118,20 @@ def test_blocked_path_packs_and_stays_spill_free() -> None:
     check_hot_loops(text, "avx512")
 
 
+@pytest.mark.parametrize("target", ["avx512", "avx2"])
+def test_row_panel_path_stays_spill_free(target: str) -> None:
+    """W3's 3136x64x576: A read in place panel by panel (no packing), its 24-accumulator
+    3 x 8 tile (on AVX-512) in full-width registers, nothing spilled."""
+    a, b, c = "memref<f32x3136x576>", "memref<f32x576x64>", "memref<f32x3136x64>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    assert "tile.pack" not in nanotc.compile(text, target=target).tiled()
+    loops = check_hot_loops(text, target)
+    if target == "avx512":
+        assert any(loop.count("vfmadd") == 24 for loop in loops)
+
+
 def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
     """A K loop over a contiguous A prefetches the lines of A a few steps ahead (one per 64
     bytes of the tile's rows); a fully unrolled small kernel has no loop to run ahead of."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nanotc
-from nanotc.lowering.choices import BATCH, BLOCKED, DIRECT, CompileOptions, GemmChoice
+from nanotc.lowering.choices import BATCH, BLOCKED, DIRECT, PANELS, CompileOptions, GemmChoice
 from nanotc.lowering.register_tile import choose
 from nanotc.targets import get
 from nanotc.tuning import database
@@ -81,6 +81,19 @@ def test_blocking_override_sets_the_block_loops() -> None:
     not_whole = GemmChoice((mv, nr), (mr * 8 + 1, 64, nr * 24))
     ignored = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: not_whole}))
     assert ignored.tiled() == nanotc.compile(text, AVX2, options=CompileOptions()).tiled()
+
+
+def test_row_panel_site_and_its_tile_override() -> None:
+    """A tall A with a small B takes row panels: tuned under its own signature, whose tile
+    override reaches the panels' nanokernels."""
+    a, b, c = "memref<f32x3136x576>", "memref<f32x576x64>", "memref<f32x3136x64>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+    gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    (site,) = gemm_sites(nanotc.load(text).function("k"), AVX2)
+    assert site.signature.path == PANELS and site.analytical.blocking is None
+    tuned = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: GemmChoice((2, 4))}))
+    assert tiles_of(tuned.tiled()) == {"16 x 4"}
 
 
 def test_gemm_sites_of_a_kernel() -> None:
