@@ -16,10 +16,12 @@ import datetime
 import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -80,32 +82,38 @@ def measure(
 ) -> Timing:
     """Call `run` `warmup` times untimed, then up to `repeats` times timed (at least once, and
     no more once `budget` seconds of timed calls have passed). A call may return the seconds it
-    measured itself (a float); otherwise its wall time counts. Each sample is divided by `units`."""
+    measured itself (a float); otherwise its wall time counts. Each sample is divided by `units`.
+    For one implementation on its own (W3's launch overhead); `compare` times peers together."""
     for _ in range(warmup):
         run()
     samples: list[float] = []
     spent = 0.0
     while len(samples) < max(1, repeats):
-        start = time.perf_counter()
-        inner = run()
-        wall = time.perf_counter() - start
+        seconds, wall = _timed_call(lambda _: run(), 1)
         spent += wall
-        seconds = inner if isinstance(inner, float) else wall
-        if seconds <= 0:
-            raise RuntimeError(f"implementation reported a non-positive time ({seconds})")
         samples.append(seconds / units)
         if spent >= budget:
             break
     return Timing(statistics.median(samples), tuple(samples))
 
 
+def _timed_call(call: Callable[[int], float | None], reps: int) -> tuple[float, float]:
+    """One call of `call(reps)`: the seconds it reports itself (else its wall time), and its
+    wall time."""
+    start = time.perf_counter()
+    inner = call(reps)
+    wall = time.perf_counter() - start
+    seconds = inner if isinstance(inner, float) else wall
+    if seconds <= 0:
+        raise RuntimeError(f"implementation reported a non-positive time ({seconds})")
+    return seconds, wall
+
+
 def calibrate(run: Callable[[int], float | None], target: float, limit: int = 1 << 24) -> int:
     """Repetition count whose call to `run(count)` lasts about `target` seconds (at least 1)."""
     count = 1
     while count < limit:
-        start = time.perf_counter()
-        inner = run(count)
-        seconds = inner if isinstance(inner, float) else time.perf_counter() - start
+        seconds, _ = _timed_call(run, count)
         if seconds >= target / 4:
             return max(1, min(limit, round(count * target / seconds)))
         count *= 8
@@ -152,6 +160,94 @@ def timed_repeated(
         budget=settings.budget,
         units=reps,
     )
+
+
+def repeat(run: Callable[[], object]) -> Callable[[int], None]:
+    """A contender's call made of a function that does the work once: `reps` calls of it."""
+
+    def call(reps: int) -> None:
+        for _ in range(reps):
+            run()
+
+    return call
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One implementation in a `compare`.
+
+    `call(reps)` does the work `reps` times and may return the seconds it measured itself (the
+    libxsmm driver times its loop in C); else its wall time counts. `setting` is the context it
+    runs in, e.g. its library's thread count: entered once for the whole comparison, since the
+    libraries' settings do not interfere and the first call after switching a thread pool's size
+    is slow. `check` replaces the comparison's check for a contender whose result lands in its
+    own output (e.g. a bf16 torch tensor)."""
+
+    name: str
+    call: Callable[[int], float | None]
+    setting: AbstractContextManager[Any] = field(default_factory=nullcontext)
+    check: Callable[[str], None] | None = None
+
+
+def compare(
+    what: str,
+    contenders: Sequence[Contender],
+    check: Callable[[str], None],
+    settings: Settings,
+    call_seconds: float | None = None,
+) -> dict[str, Timing]:
+    """Validate, then time the contenders in interleaved rounds; {name: median per unit of work}.
+
+    With every contender's setting entered: each contender's first call, `call(1)`, is checked
+    (`check(f"{name} {what}")` raises on a wrong result) before any other call, so each
+    validation starts from the state the previous check left (a check may reset the output).
+    Then per contender: `reps` chosen by `calibrate` so that one call lasts about `call_seconds`
+    (1 when not given) and `settings.warmup - 1` untimed calls (the validation call was the
+    first). Then up to `settings.repeats` rounds, each timing one call of every contender in an
+    order shuffled per round (seeded by `settings.seed`, so runs repeat it): load on a shared
+    machine that comes and goes over seconds then slows every contender of a round alike instead
+    of all samples of one. Rounds stop once the timed calls took `settings.budget` seconds per
+    contender (at least one round). A sample is a call's seconds divided by its `reps`."""
+    names = [c.name for c in contenders]
+    if len(set(names)) != len(names):
+        raise ValueError(f"contender names must differ: {names}")
+    with ExitStack() as stack:
+        for contender in contenders:
+            stack.enter_context(contender.setting)
+        for contender in contenders:
+            contender.call(1)
+            (contender.check or check)(f"{contender.name} {what}")
+        reps = [_prepare(contender, settings.warmup, call_seconds) for contender in contenders]
+        samples = _rounds(contenders, reps, settings)
+    return {name: Timing(statistics.median(s), tuple(s)) for name, s in zip(names, samples)}
+
+
+def _prepare(contender: Contender, warmup: int, call_seconds: float | None) -> int:
+    """The contender's repetitions per call (calibrated when `call_seconds` is given), after
+    making its untimed warm-up calls with that count."""
+    reps = 1 if call_seconds is None else calibrate(contender.call, call_seconds)
+    for _ in range(warmup - 1):
+        contender.call(reps)
+    return reps
+
+
+def _rounds(
+    contenders: Sequence[Contender], reps: Sequence[int], settings: Settings
+) -> list[list[float]]:
+    """Samples per contender (in the contenders' order) from rounds of one timed call each."""
+    order = list(range(len(contenders)))
+    shuffle = random.Random(settings.seed).shuffle
+    samples: list[list[float]] = [[] for _ in contenders]
+    spent = 0.0
+    for _ in range(max(1, settings.repeats)):
+        shuffle(order)
+        for i in order:
+            seconds, wall = _timed_call(contenders[i].call, reps[i])
+            samples[i].append(seconds / reps[i])
+            spent += wall
+        if spent > settings.budget * len(contenders):
+            break
+    return samples
 
 
 # --- correctness ---------------------------------------------------------------------------------

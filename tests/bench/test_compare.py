@@ -1,0 +1,170 @@
+"""`harness.compare` with fake contenders: interleaved rounds, validation first, the budget, times
+a contender measures itself, and settings entered once.
+
+The fakes record every call (name, reps) in one log, so the order of validation, warm-up and
+timed calls is visible; no real kernel runs and no call sleeps more than a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from bench import harness
+from bench.harness import Contender, Settings
+
+NAMES = ("nanotc", "numpy", "torch")
+
+
+def recorder(log: list[tuple[str, int]], name: str, seconds: float = 0.0) -> Callable[[int], None]:
+    """A call that logs itself and sleeps `seconds` (0: returns at once)."""
+
+    def call(reps: int) -> None:
+        log.append((name, reps))
+        if seconds:
+            time.sleep(seconds)
+
+    return call
+
+
+def passes(what: str) -> None:
+    """A check every contender passes."""
+
+
+def fakes(log: list[tuple[str, int]], seconds: float = 0.0) -> list[Contender]:
+    return [Contender(name, recorder(log, name, seconds)) for name in NAMES]
+
+
+def timed_calls(log: list[tuple[str, int]], settings: Settings) -> list[tuple[str, int]]:
+    """The log without its validation and warm-up calls (one plus warmup - 1 per contender)."""
+    return log[len(NAMES) * settings.warmup :]
+
+
+def test_every_round_calls_each_contender_once_in_a_shuffled_order() -> None:
+    log: list[tuple[str, int]] = []
+    settings = Settings(warmup=2, repeats=12, budget=100.0)
+    timings = harness.compare("8x8x8", fakes(log), passes, settings)
+    assert log[: len(NAMES)] == [(name, 1) for name in NAMES]  # validation, in the given order
+    calls = timed_calls(log, settings)
+    assert len(calls) == len(NAMES) * settings.repeats
+    size = len(NAMES)
+    rounds = [tuple(n for n, _ in calls[i : i + size]) for i in range(0, len(calls), size)]
+    assert all(sorted(r) == sorted(NAMES) for r in rounds)
+    assert len(set(rounds)) > 1  # the order changes between rounds
+    assert list(timings) == list(NAMES)
+    assert all(t.repeats == settings.repeats and t.seconds > 0 for t in timings.values())
+
+
+def test_the_order_of_rounds_is_reproducible() -> None:
+    def rounds(seed: int) -> list[tuple[str, int]]:
+        log: list[tuple[str, int]] = []
+        harness.compare("x", fakes(log), passes, Settings(repeats=8, budget=100.0, seed=seed))
+        return log
+
+    assert rounds(0) == rounds(0)
+    assert rounds(0) != rounds(1)
+
+
+def test_a_wrong_result_stops_before_any_timing() -> None:
+    log: list[tuple[str, int]] = []
+    checked: list[str] = []
+
+    def check(what: str) -> None:
+        checked.append(what)
+        if what.startswith("numpy"):
+            raise harness.ValidationError(f"{what}: wrong result")
+
+    with pytest.raises(harness.ValidationError, match="numpy 8x8x8"):
+        harness.compare("8x8x8", fakes(log), check, Settings(warmup=3, repeats=5))
+    assert checked == ["nanotc 8x8x8", "numpy 8x8x8"]
+    assert log == [("nanotc", 1), ("numpy", 1)]  # no warm-up, no timed call
+
+
+def test_a_contender_can_bring_its_own_check() -> None:
+    log: list[tuple[str, int]] = []
+    own: list[str] = []
+    contenders = fakes(log)
+    contenders[2] = Contender("torch", recorder(log, "torch"), check=own.append)
+    checked: list[str] = []
+    harness.compare("x", contenders, checked.append, Settings(repeats=1))
+    assert checked == ["nanotc x", "numpy x"] and own == ["torch x"]
+
+
+def test_the_budget_stops_slow_calls_after_one_round() -> None:
+    settings = Settings(repeats=5, budget=0.001)  # 3 ms for 3 contenders; a round takes 6 ms
+    slow = harness.compare("x", fakes([], seconds=0.002), passes, settings)
+    assert [t.repeats for t in slow.values()] == [1, 1, 1]
+    fast = harness.compare("x", fakes([]), passes, Settings(repeats=5, budget=1.0))
+    assert [t.repeats for t in fast.values()] == [5, 5, 5]
+
+
+def test_seconds_a_contender_measures_itself_are_used() -> None:
+    reps_seen: list[int] = []
+
+    def self_timed(reps: int) -> float:
+        reps_seen.append(reps)
+        return 0.001 * reps  # as if each repetition took 1 ms, whatever the wall time
+
+    contenders = [
+        Contender("libxsmm", self_timed),
+        Contender("nanotc", harness.repeat(lambda: None)),
+    ]
+    timings = harness.compare("x", contenders, passes, Settings(repeats=3), call_seconds=0.004)
+    assert timings["libxsmm"].samples == pytest.approx((0.001, 0.001, 0.001))
+    assert reps_seen[-3:] == [4, 4, 4]  # calibrated to a 4 ms call; samples are per repetition
+    assert timings["nanotc"].seconds < 0.001  # wall time of a call that does nothing
+
+
+def test_without_call_seconds_every_call_does_the_work_once() -> None:
+    log: list[tuple[str, int]] = []
+    harness.compare("x", fakes(log), passes, Settings(warmup=2, repeats=3))
+    assert {reps for _, reps in log} == {1}
+
+
+def test_settings_are_entered_once_around_every_call() -> None:
+    log: list[tuple[str, int] | str] = []
+
+    @contextmanager
+    def setting(name: str) -> Iterator[None]:
+        log.append(f"enter {name}")
+        yield
+        log.append(f"exit {name}")
+
+    def contender(name: str) -> Contender:
+        return Contender(name, lambda reps: log.append((name, reps)), setting(name))
+
+    contenders = [contender(name) for name in NAMES]
+    harness.compare("x", contenders, passes, Settings(warmup=2, repeats=4))
+    events = [e for e in log if isinstance(e, str)]
+    assert sorted(events) == sorted(f"{e} {n}" for e in ("enter", "exit") for n in NAMES)
+    count = len(NAMES)
+    assert all(isinstance(e, str) and e.startswith("enter") for e in log[:count])
+    assert all(isinstance(e, str) and e.startswith("exit") for e in log[-count:])
+    assert len(log) == 2 * count + count * (2 + 4)  # validation, one warm-up, four rounds
+
+
+def test_settings_are_exited_when_a_check_fails() -> None:
+    exited: list[str] = []
+
+    @contextmanager
+    def setting() -> Iterator[None]:
+        try:
+            yield
+        finally:
+            exited.append("numpy")
+
+    def fails(what: str) -> None:
+        raise harness.ValidationError(what)
+
+    with pytest.raises(harness.ValidationError):
+        harness.compare("x", [Contender("numpy", lambda reps: None, setting())], fails, Settings())
+    assert exited == ["numpy"]
+
+
+def test_contender_names_must_differ() -> None:
+    log: list[tuple[str, int]] = []
+    with pytest.raises(ValueError, match="differ"):
+        harness.compare("x", [*fakes(log), Contender("numpy", lambda r: None)], passes, Settings())
