@@ -13,14 +13,14 @@ numpy (np.matmul into C^T = B^T A^T, i.e. in place; BLAS threads set to match), 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from bench import harness, kernels
-from bench.harness import Row, Settings, Timing
+from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover, torch_peer
-from bench.peers.threads import blas_threads
+from bench.peers.threads import blas_threads, blas_threads_note
 
 SIZES = (256, 512, 1024, 2048)
 QUICK_SIZES = (64, 128)
@@ -74,8 +74,9 @@ def _size(
         ) -> None:
             kernel(a, b, c, group_size=n // block, num_threads=threads)
 
-        nanotc = harness.timed(f"nanotc n={n} {dtype}", nanotc_call, check, settings)
-        timings, notes = _peers(peers, a, b, c, threads, check, settings)
+        contenders = [Contender("nanotc", harness.repeat(nanotc_call))]
+        contenders += gemm_peers(peers, a, b, c, threads)
+        timings = harness.compare(f"n={n} {dtype} threads={threads}", contenders, check, settings)
         rows.append(
             Row(
                 workload="w1",
@@ -83,50 +84,33 @@ def _size(
                 dtype=dtype,
                 threads=threads,
                 flops=2.0 * n**3,
-                nanotc=nanotc,
+                nanotc=timings.pop("nanotc"),
                 peers=timings,
                 peak=harness.peak_gflops(dtype, threads),
                 params=f"nb={block}, group_size={n // block}",
-                note="; ".join(notes),
+                note=blas_threads_note(threads),
             )
         )
     return rows
 
 
-def _peers(
-    peers: Peers,
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    threads: int,
-    check: Callable[[str], None],
-    settings: Settings,
-) -> tuple[dict[str, Timing], list[str]]:
-    """Each available peer computes the same C = A B on the same arrays; returns their timings
-    and notes (e.g. when numpy's BLAS thread count could not be set)."""
-    timings: dict[str, Timing] = {}
-    notes: list[str] = []
-    shape = f"n={a.shape[0]}"
-    with blas_threads(threads) as controlled:
-        if not controlled:
-            notes.append("numpy BLAS threads not set (install threadpoolctl)")
-        timings["numpy"] = harness.timed(
-            f"numpy {shape}", lambda: np.matmul(b.T, a.T, out=c.T), check, settings
-        )
+def gemm_peers(
+    peers: Peers, a: np.ndarray, b: np.ndarray, c: np.ndarray, threads: int
+) -> list[Contender]:
+    """The available peers computing C = A B on the same column-major arrays (W1 and W3), each
+    on `threads` threads."""
+    numpy_call = harness.repeat(lambda: np.matmul(b.T, a.T, out=c.T))
+    contenders = [Contender("numpy", numpy_call, blas_threads(threads))]
     if peers.torch is not None:
         torch = peers.torch
         ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
-        with torch_peer.threads(torch, threads):
-            timings["torch"] = harness.timed(
-                f"torch {shape}", lambda: torch.mm(tb.T, ta.T, out=tc.T), check, settings
-            )
+        torch_call = harness.repeat(lambda: torch.mm(tb.T, ta.T, out=tc.T))
+        contenders.append(Contender("torch", torch_call, torch_peer.threads(torch, threads)))
     if peers.blis is not None:
         blis = peers.blis
-        with blis.threads(threads):
-            timings["blis"] = harness.timed(
-                f"blis {shape}", lambda: blis.gemm(a, b, c), check, settings
-            )
-    return timings, notes
+        blis_call = harness.repeat(lambda: blis.gemm(a, b, c))
+        contenders.append(Contender("blis", blis_call, blis.threads(threads)))
+    return contenders
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import harness, kernels
-from bench.harness import Row, Settings, Timing
-from bench.peers import Peers, discover, torch_peer
-from bench.peers.threads import blas_threads
+from bench.harness import Contender, Row, Settings, Timing
+from bench.peers import Peers, discover
+from bench.peers.threads import blas_threads_note
+from bench.w1_square import gemm_peers
 
 
 @dataclass(frozen=True)
@@ -119,33 +120,9 @@ def _layer(
 
     label = f"layer {layer.id} ({m}x{n}x{k} {dtype})"
     kernel = kernels.compiled(kernels.single(dtype, m, n, k, static))
-    nanotc = harness.timed(
-        f"nanotc {label}",
-        lambda: kernel(a, b, c, group_size=1, num_threads=threads),
-        check,
-        settings,
-    )
-    timings: dict[str, Timing] = {}
-    notes = []
-    with blas_threads(threads) as controlled:
-        if not controlled:
-            notes.append("numpy BLAS threads not set (install threadpoolctl)")
-        timings["numpy"] = harness.timed(
-            f"numpy {label}", lambda: np.matmul(b.T, a.T, out=c.T), check, settings
-        )
-    if peers.torch is not None:
-        torch = peers.torch
-        ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
-        with torch_peer.threads(torch, threads):
-            timings["torch"] = harness.timed(
-                f"torch {label}", lambda: torch.mm(tb.T, ta.T, out=tc.T), check, settings
-            )
-    if peers.blis is not None:
-        blis = peers.blis
-        with blis.threads(threads):
-            timings["blis"] = harness.timed(
-                f"blis {label}", lambda: blis.gemm(a, b, c), check, settings
-            )
+    nanotc = harness.repeat(lambda: kernel(a, b, c, group_size=1, num_threads=threads))
+    contenders = [Contender("nanotc", nanotc), *gemm_peers(peers, a, b, c, threads)]
+    timings = harness.compare(label, contenders, check, settings)
     return Row(
         workload="w3",
         variant=f"L{layer.id}",
@@ -153,11 +130,11 @@ def _layer(
         dtype=dtype,
         threads=threads,
         flops=2.0 * m * n * k,
-        nanotc=nanotc,
+        nanotc=timings.pop("nanotc"),
         peers=timings,
         peak=harness.peak_gflops(dtype, threads),
         params=f"layers {layer.layers}; {'static' if static else 'dynamic'} shapes",
-        note="; ".join(notes),
+        note=blas_threads_note(threads),
     )
 
 

@@ -3,8 +3,8 @@
 threadpoolctl does it when installed. Without it, the OpenBLAS that numpy has already loaded is
 found in /proc/self/maps and its `openblas_set_num_threads` entry (under the names numpy's
 wheels and distributions export) is called through ctypes. When neither works the count is left
-alone and `blas_threads` yields False, which the workloads turn into a note: set
-OPENBLAS_NUM_THREADS before starting Python instead.
+alone and `blas_threads` yields False, which `blas_threads_note` turns into the workloads' note:
+set OPENBLAS_NUM_THREADS before starting Python instead.
 """
 
 from __future__ import annotations
@@ -75,3 +75,10 @@ def blas_threads(count: int) -> Iterator[bool]:
         yield blas.get_threads() == count
     finally:
         blas.set_threads(before)
+
+
+def blas_threads_note(count: int) -> str:
+    """The note a workload prints when `blas_threads(count)` cannot set numpy's BLAS to `count`
+    threads (numpy then runs with its default count), else ''."""
+    with blas_threads(count) as controlled:
+        return "" if controlled else "numpy BLAS threads not set (install threadpoolctl)"
