@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import harness, kernels
-from bench.harness import Row, Settings, Timing
+from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover, torch_peer
-from bench.peers.threads import blas_threads
+from bench.peers.threads import blas_threads, blas_threads_note
 
 SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35), (20, 9, 20))
 QUICK_SHAPES = ((8, 8, 8), (35, 9, 35))
@@ -53,8 +53,9 @@ class Sizes:
 class BatchCheck:
     """Validates sampled batch members of C against numpy after one sweep of C_i += A_i B_i.
 
-    `reset()` restores C's initial random values before each implementation's validation sweep,
-    so every check is as strict as the first (and beta = 1 really is tested)."""
+    `reset()` restores C's initial random values; a check ends with it, so with a reset before
+    the first implementation's validation sweep every sweep starts from them and every check is
+    as strict as the first (and beta = 1 really is tested)."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, rng: np.random.Generator):
         batch = c.shape[2]
@@ -73,6 +74,7 @@ class BatchCheck:
     def __call__(self, what: str) -> None:
         got = self.c[:, :, self.members]
         harness.check_gemm(what, got, self.expected, self.bound, self.k, self.dtype)
+        self.reset()
 
 
 def batch_size(m: int, n: int, k: int, itemsize: int, total_bytes: int, multiple: int) -> int:
@@ -118,7 +120,7 @@ def run(
 
 @dataclass
 class Case:
-    """One configuration: the arrays, the thread count, and how to time an implementation."""
+    """One configuration: the arrays, the thread count, and the implementations to compare."""
 
     variant: str
     dtype: str
@@ -131,65 +133,17 @@ class Case:
     sizes: Sizes
     prefetch: bool
 
-    def time(self, what: str, call: Callable[[int], float | None]) -> Timing:
-        """Validate one sweep, then time: one sweep per call (memory) or a calibrated number of
-        sweeps per call (cache); seconds per sweep."""
-        self.check.reset()
-        if self.variant == "memory":
-            return harness.timed(what, lambda: call(1), self.check, self.settings)
-        return harness.timed_repeated(
-            what, call, self.check, self.settings, self.sizes.call_seconds
-        )
-
     def row(self, peers: Peers) -> Row:
+        """Validate one sweep of each implementation, then time them in interleaved rounds: one
+        sweep per call (memory) or a calibrated number of sweeps per call (cache); seconds per
+        sweep."""
         a, b, c, threads = self.a, self.b, self.c, self.threads
         (m, k, batch), n = a.shape, b.shape[1]
         label = f"{m}x{n}x{k} {self.dtype} batch={batch} threads={threads} ({self.variant})"
-        timings: dict[str, Timing] = {}
-        notes: list[str] = []
-        if self.variant == "memory":
-            kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
-
-            def nanotc(reps: int) -> None:
-                kernel(a, b, c, group_size=batch, num_threads=threads)
-
-        else:
-            kernel = kernels.compiled(kernels.batched_repeated(self.dtype, m, n, k))
-
-            def nanotc(reps: int) -> None:
-                kernel(a, b, c, reps, group_size=threads, num_threads=threads)
-
-        nanotc_timing = self.time(f"nanotc {label}", nanotc)
-        if peers.libxsmm is not None:
-            xsmm = peers.libxsmm
-
-            def libxsmm(reps: int) -> float:
-                return xsmm.gemm_batch(a, b, c, reps=reps, threads=threads, prefetch=self.prefetch)
-
-            timings["libxsmm"] = self.time(f"libxsmm {label}", libxsmm)
-        # Row-major views of the transposes: C_i^T += B_i^T A_i^T, contiguous, no copies.
-        at, bt, ct = (x.transpose(2, 1, 0) for x in (a, b, c))
-        if peers.torch is not None:
-            torch = peers.torch
-            tat, tbt, tct = (torch.from_numpy(x) for x in (at, bt, ct))
-
-            def torch_call(reps: int) -> None:
-                for _ in range(reps):
-                    tct.baddbmm_(tbt, tat)
-
-            with torch_peer.threads(torch, threads):
-                timings["torch"] = self.time(f"torch {label}", torch_call)
-        scratch = np.empty_like(ct)
-
-        def numpy_call(reps: int) -> None:
-            for _ in range(reps):
-                np.matmul(bt, at, out=scratch)
-                np.add(ct, scratch, out=ct)
-
-        with blas_threads(threads) as controlled:
-            if not controlled:
-                notes.append("numpy BLAS threads not set (install threadpoolctl)")
-            timings["numpy"] = self.time(f"numpy {label}", numpy_call)
+        contenders = [Contender("nanotc", self.nanotc_call()), *self.peer_contenders(peers)]
+        call_seconds = None if self.variant == "memory" else self.sizes.call_seconds
+        self.check.reset()  # C holds the sweeps timed in the previous configuration
+        timings = harness.compare(label, contenders, self.check, self.settings, call_seconds)
         itemsize = c.itemsize
         memory = self.variant == "memory"
         return Row(
@@ -200,12 +154,64 @@ class Case:
             threads=threads,
             flops=2.0 * m * n * k * batch,
             bytes=float((m * k + k * n + 2 * m * n) * itemsize * batch) if memory else None,
-            nanotc=nanotc_timing,
+            nanotc=timings.pop("nanotc"),
             peers=timings,
             peak=harness.peak_gflops(self.dtype, threads),
             params=f"batch={batch}, {batch * (m * k + k * n + m * n) * itemsize} bytes",
-            note="; ".join(notes),
+            note=blas_threads_note(threads),
         )
+
+    def nanotc_call(self) -> Callable[[int], None]:
+        """nanotc's call: one launch per sweep (memory) or `reps` sweeps in one launch (cache)."""
+        a, b, c, threads = self.a, self.b, self.c, self.threads
+        (m, k, batch), n = a.shape, b.shape[1]
+        if self.variant == "memory":
+            kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
+
+            def memory(reps: int) -> None:
+                for _ in range(reps):
+                    kernel(a, b, c, group_size=batch, num_threads=threads)
+
+            return memory
+        repeated = kernels.compiled(kernels.batched_repeated(self.dtype, m, n, k))
+
+        def cache(reps: int) -> None:
+            repeated(a, b, c, reps, group_size=threads, num_threads=threads)
+
+        return cache
+
+    def peer_contenders(self, peers: Peers) -> list[Contender]:
+        """The available peers sweeping the same batch `reps` times per call, on the same
+        arrays and thread count."""
+        a, b, c, threads = self.a, self.b, self.c, self.threads
+        contenders: list[Contender] = []
+        if peers.libxsmm is not None:
+            xsmm = peers.libxsmm
+
+            def libxsmm(reps: int) -> float:
+                return xsmm.gemm_batch(a, b, c, reps=reps, threads=threads, prefetch=self.prefetch)
+
+            contenders.append(Contender("libxsmm", libxsmm))
+        # Row-major views of the transposes: C_i^T += B_i^T A_i^T, contiguous, no copies.
+        at, bt, ct = (x.transpose(2, 1, 0) for x in (a, b, c))
+        if peers.torch is not None:
+            torch = peers.torch
+            tat, tbt, tct = (torch.from_numpy(x) for x in (at, bt, ct))
+
+            def torch_call(reps: int) -> None:
+                for _ in range(reps):
+                    tct.baddbmm_(tbt, tat)
+
+            contenders.append(Contender("torch", torch_call, torch_peer.threads(torch, threads)))
+        scratch = np.empty_like(ct)
+
+        def numpy_call(reps: int) -> None:
+            for _ in range(reps):
+                np.matmul(bt, at, out=scratch)
+                np.add(ct, scratch, out=ct)
+
+        contenders.append(Contender("numpy", numpy_call, blas_threads(threads)))
+        return contenders
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
