@@ -9,7 +9,9 @@
     python -m bench.peers.libxsmm   build and self-check the libxsmm peer
 
 Every benchmark validates nanotc's result (and each peer's) against numpy once before timing,
-then reports medians after warm-up, GFLOP/s, % of the measured peak and nanotc/peer ratios
-(see DESIGN.md, "Performance methodology", and docs/benchmarks.md). Peers other than numpy are
-optional. Nothing in nanotc imports this package.
+then, after warm-up, times nanotc and its peers in interleaved rounds (one call of each per
+round, in a shuffled order) and reports the median per implementation: GFLOP/s, % of the
+measured peak and nanotc/peer ratios (see DESIGN.md, "Performance methodology", and
+docs/benchmarks.md). Peers other than numpy are optional. Nothing in nanotc imports this
+package.
 """

@@ -1,11 +1,16 @@
 """Shared machinery of the benchmarks: timing, rates, validation, tables, CSV and options.
 
-Timing follows DESIGN.md ("Performance methodology"): untimed warm-up calls, then the median of
-timed repetitions (`time.perf_counter`, or the seconds an implementation measured itself when
-its call returns them, as the libxsmm driver does). A time budget bounds the repetitions so a
-slow implementation costs one timed call, not five. Rates are GFLOP/s, the percentage of this
-machine's measured peak (`bench.peak`, per core, times the thread count) and, for memory-bound
-variants, GB/s; every peer gets a column and the ratio nanotc/peer (above 1: nanotc is faster).
+Timing follows DESIGN.md ("Performance methodology") in interleaved rounds, with the median per
+implementation (`compare`): the implementations of a configuration (nanotc and its peers) are
+validated, then warmed up with untimed calls, then timed in rounds of one call each, in an order
+shuffled per round. A sample is `time.perf_counter` wall time, or the seconds an implementation
+measured itself when its call returns them, as the libxsmm driver does. Other tenants' load on a
+shared machine comes in bursts of seconds; interleaving spreads a burst over every
+implementation of a round instead of all samples of one, so nanotc/peer ratios drift less
+between runs. A time budget bounds the rounds so slow implementations cost one round, not five.
+Rates are GFLOP/s, the percentage of this machine's measured peak (`bench.peak`, per core, times
+the thread count) and, for memory-bound variants, GB/s; every peer gets a column and the ratio
+nanotc/peer (above 1: nanotc is faster).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ class Settings:
     dtypes: tuple[str, ...] = ("f32", "f64")
     warmup: int = 1
     repeats: int = 5
-    budget: float = 10.0  # seconds of timed calls per implementation and configuration
+    budget: float = 10.0  # seconds of timed calls per implementation and configuration, pooled
     peers: tuple[str, ...] | None = None  # None: every peer found
     seed: int = 0
 
@@ -118,48 +123,6 @@ def calibrate(run: Callable[[int], float | None], target: float, limit: int = 1 
             return max(1, min(limit, round(count * target / seconds)))
         count *= 8
     return limit
-
-
-def timed(
-    what: str,
-    call: Callable[[], float | None],
-    check: Callable[[str], None],
-    settings: Settings,
-    units: int = 1,
-) -> Timing:
-    """Validate, then time: the first call's result is checked (`check(what)` raises on a wrong
-    result) and counts as the first warm-up call; then `measure` with the settings."""
-    call()
-    check(what)
-    return measure(
-        call,
-        warmup=max(0, settings.warmup - 1),
-        repeats=settings.repeats,
-        budget=settings.budget,
-        units=units,
-    )
-
-
-def timed_repeated(
-    what: str,
-    call: Callable[[int], float | None],
-    check: Callable[[str], None],
-    settings: Settings,
-    target: float,
-) -> Timing:
-    """Like `timed` for an implementation that repeats its work `reps` times per call
-    (`call(reps)`): validate one repetition, choose `reps` so a call lasts about `target`
-    seconds, then time calls with that count; the timing is per repetition."""
-    call(1)
-    check(what)
-    reps = calibrate(call, target)
-    return measure(
-        lambda: call(reps),
-        warmup=max(0, settings.warmup - 1),
-        repeats=settings.repeats,
-        budget=settings.budget,
-        units=reps,
-    )
 
 
 def repeat(run: Callable[[], object]) -> Callable[[int], None]:
@@ -530,7 +493,8 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
         "--budget",
         type=float,
         default=10.0,
-        help="seconds of timed calls per implementation and configuration (default 10)",
+        help="seconds of timed calls per implementation and configuration, pooled over the "
+        "interleaved rounds (default 10)",
     )
     parser.add_argument(
         "--peers",

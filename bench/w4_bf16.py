@@ -31,7 +31,7 @@ import numpy as np
 
 import nanotc
 from bench import harness, kernels
-from bench.harness import Row, Settings, Timing
+from bench.harness import Contender, Row, Settings, Timing
 from bench.peers import Peers, discover, torch_peer
 from bench.w2_batched import SHAPES as BATCHED_SHAPES
 
@@ -123,18 +123,19 @@ def _mlp_shape(
         def ours32(t: int = threads, kernel32: kernels.Kernel = kernel32) -> None:
             kernel32(a32, b32, c, group_size=t, num_threads=t)
 
-        timing = harness.timed(f"nanotc bf16 {label}", ours, checked, settings)
-        timings = {"f32": harness.timed(f"nanotc f32 {label}", ours32, checked, settings)}
+        contenders = [
+            Contender("nanotc", harness.repeat(ours)),
+            Contender("f32", harness.repeat(ours32)),
+        ]
         if peers.torch is not None:
-            timings["torch"] = _torch_mm(peers.torch, a, b, check, threads, settings, label)
-        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timing, timings,
+            contenders.append(_torch_mm(peers.torch, a, b, check, threads))
+        timings = harness.compare(f"bf16 {label}", contenders, checked, settings)
+        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings,
                          peak(source, threads), f"nb={nb}, group_size={threads}"))  # fmt: skip
     return rows
 
 
-def _torch_mm(
-    torch, a: np.ndarray, b: np.ndarray, check: Check, threads: int, settings: Settings, label: str
-) -> Timing:
+def _torch_mm(torch, a: np.ndarray, b: np.ndarray, check: Check, threads: int) -> Contender:
     """torch.mm on bf16 tensors, row-major views of the transposes: C^T = B^T A^T."""
     ta, tb = (torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (a, b))
     out = torch.empty((b.shape[1], a.shape[0]), dtype=torch.bfloat16)
@@ -145,8 +146,7 @@ def _torch_mm(
     def checked(what: str) -> None:
         check(out.float().numpy().T, BF16, what)
 
-    with torch_peer.threads(torch, threads):
-        return harness.timed(f"torch bf16 {label}", call, checked, settings)
+    return Contender("torch", harness.repeat(call), torch_peer.threads(torch, threads), checked)
 
 
 def _brgemm(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
@@ -170,22 +170,23 @@ def _brgemm_shape(
     def checked(what: str) -> None:
         check(c, np.float32, what)
 
-    def time(what: str, run: Callable[[int], float | None]) -> Timing:
+    def from_zero(name: str, run: Callable[[int], float | None]) -> Contender:
         def call(reps: int) -> float | None:
             c.fill(0)  # each call sums from zero, so the validating call is exact
             return run(reps)
 
-        return harness.timed_repeated(what, call, checked, settings, CALL_SECONDS)
+        return Contender(name, call)
 
-    label = f"{m}x{n}x{k} x{count}"
-    timing = time(f"nanotc bf16 {label}", lambda r: kernel(a, b, c, r, group_size=1))
-    timings = {"f32": time(f"nanotc f32 {label}", lambda r: kernel32(a32, b32, c, r, group_size=1))}
+    contenders = [
+        from_zero("nanotc", lambda r: kernel(a, b, c, r, group_size=1)),
+        from_zero("f32", lambda r: kernel32(a32, b32, c, r, group_size=1)),
+    ]
     if peers.libxsmm is not None:
         xsmm, packed = peers.libxsmm, peers.libxsmm.vnni_pack(a)
-        timings["libxsmm"] = time(
-            f"libxsmm bf16 {label}", lambda r: xsmm.bf16_brgemm(packed, b, c, reps=r)
-        )
-    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timing, timings, peak(source, 1),
+        contenders.append(from_zero("libxsmm", lambda r: xsmm.bf16_brgemm(packed, b, c, reps=r)))
+    label = f"{m}x{n}x{k} x{count}"
+    timings = harness.compare(f"bf16 {label}", contenders, checked, settings, CALL_SECONDS)
+    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timings, peak(source, 1),
                 f"pairs={count}")  # fmt: skip
 
 
@@ -214,13 +215,13 @@ def _batched_shape(
     def checked(what: str) -> None:
         check(c, np.float32, what)
 
-    def time(what: str, run: Callable[[int], None]) -> Timing:
+    def from_initial(name: str, run: Callable[[int], None]) -> Contender:
         def call(reps: int) -> None:
             if reps == 1:  # the validating call starts from the initial C
                 np.copyto(c, initial)
             run(reps)
 
-        return harness.timed_repeated(what, call, checked, settings, CALL_SECONDS)
+        return Contender(name, call)
 
     rows = []
     for threads in settings.threads:
@@ -232,20 +233,18 @@ def _batched_shape(
         def ours32(reps: int, t: int = threads) -> None:
             kernel32(a32, b32, c, reps, group_size=t, num_threads=t)
 
-        timing = time(f"nanotc bf16 {label}", ours)
-        timings = {"f32": time(f"nanotc f32 {label}", ours32)}
+        contenders = [from_initial("nanotc", ours), from_initial("f32", ours32)]
         if peers.torch is not None:
-            timings["torch"] = _torch_baddbmm(peers.torch, a, b, initial, check, threads,
-                                              settings, label)  # fmt: skip
+            contenders.append(_torch_baddbmm(peers.torch, a, b, initial, check, threads))
+        timings = harness.compare(f"bf16 {label}", contenders, checked, settings, CALL_SECONDS)
         rows.append(_row("batched", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
-                         timing, timings, peak(source, threads), f"batch={batch}"))  # fmt: skip
+                         timings, peak(source, threads), f"batch={batch}"))  # fmt: skip
     return rows
 
 
 def _torch_baddbmm(
-    torch, a: np.ndarray, b: np.ndarray, initial: np.ndarray, check: Check, threads: int,
-    settings: Settings, label: str,
-) -> Timing:  # fmt: skip
+    torch, a: np.ndarray, b: np.ndarray, initial: np.ndarray, check: Check, threads: int
+) -> Contender:
     """C_i^T += B_i^T A_i^T on bf16 tensors (torch has no bf16-in, f32-out batched gemm)."""
     at, bt = (x.transpose(2, 1, 0) for x in (a, b))
     tat, tbt = (torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
@@ -262,14 +261,14 @@ def _torch_baddbmm(
     def checked(what: str) -> None:
         check(tct.float().numpy().transpose(2, 1, 0), BF16, what)
 
-    with torch_peer.threads(torch, threads):
-        return harness.timed_repeated(f"torch bf16 {label}", call, checked, settings, CALL_SECONDS)
+    return Contender("torch", call, torch_peer.threads(torch, threads), checked)
 
 
-def _row(part: str, shape: str, threads: int, flops: float, timing: Timing,
-         peers: dict[str, Timing], peak: float | None, params: str) -> Row:  # fmt: skip
+def _row(part: str, shape: str, threads: int, flops: float, timings: dict[str, Timing],
+         peak: float | None, params: str) -> Row:  # fmt: skip
     return Row(workload="w4", variant=part, shape=shape, dtype="bf16", threads=threads,
-               flops=flops, nanotc=timing, peers=peers, peak=peak, params=params)  # fmt: skip
+               flops=flops, nanotc=timings.pop("nanotc"), peers=timings, peak=peak,
+               params=params)  # fmt: skip
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
