@@ -135,6 +135,9 @@ def repeat(run: Callable[[], object]) -> Callable[[int], None]:
     return call
 
 
+SETTLE_SECONDS = 0.4  # pause before a timed call on several threads (see compare)
+
+
 @dataclass(frozen=True)
 class Contender:
     """One implementation in a `compare`.
@@ -158,6 +161,7 @@ def compare(
     check: Callable[[str], None],
     settings: Settings,
     call_seconds: float | None = None,
+    threads: int = 1,
 ) -> dict[str, Timing]:
     """Validate, then time the contenders in interleaved rounds; {name: median per unit of work}.
 
@@ -170,7 +174,13 @@ def compare(
     order shuffled per round (seeded by `settings.seed`, so runs repeat it): load on a shared
     machine that comes and goes over seconds then slows every contender of a round alike instead
     of all samples of one. Rounds stop once the timed calls took `settings.budget` seconds per
-    contender (at least one round). A sample is a call's seconds divided by its `reps`."""
+    contender (at least one round). A sample is a call's seconds divided by its `reps`.
+
+    On more than one `threads`, each timed call follows a pause of SETTLE_SECONDS and an
+    untimed call of the same contender: the worker threads of the previous contender's library
+    busy-wait for a while after its call returns and would take a core from this one: right
+    after numpy's OpenBLAS on two threads, nanotc's W1 at n = 1024 ran at half its rate after
+    pauses of up to 0.1 s, at 0.7-0.9 of it after 0.3-1 s."""
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must differ: {names}")
@@ -181,7 +191,7 @@ def compare(
             contender.call(1)
             (contender.check or check)(f"{contender.name} {what}")
         reps = [_prepare(contender, settings.warmup, call_seconds) for contender in contenders]
-        samples = _rounds(contenders, reps, settings)
+        samples = _rounds(contenders, reps, settings, SETTLE_SECONDS if threads > 1 else 0.0)
     return {name: Timing(statistics.median(s), tuple(s)) for name, s in zip(names, samples)}
 
 
@@ -195,9 +205,10 @@ def _prepare(contender: Contender, warmup: int, call_seconds: float | None) -> i
 
 
 def _rounds(
-    contenders: Sequence[Contender], reps: Sequence[int], settings: Settings
+    contenders: Sequence[Contender], reps: Sequence[int], settings: Settings, settle: float
 ) -> list[list[float]]:
-    """Samples per contender (in the contenders' order) from rounds of one timed call each."""
+    """Samples per contender (in the contenders' order) from rounds of one timed call each
+    (after a pause of `settle` seconds and an untimed call, when `settle` is not 0)."""
     order = list(range(len(contenders)))
     shuffle = random.Random(settings.seed).shuffle
     samples: list[list[float]] = [[] for _ in contenders]
@@ -205,6 +216,9 @@ def _rounds(
     for _ in range(max(1, settings.repeats)):
         shuffle(order)
         for i in order:
+            if settle:
+                time.sleep(settle)
+                contenders[i].call(reps[i])
             seconds, wall = _timed_call(contenders[i].call, reps[i])
             samples[i].append(seconds / reps[i])
             spent += wall

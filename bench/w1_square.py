@@ -76,7 +76,9 @@ def _size(
 
         contenders = [Contender("nanotc", harness.repeat(nanotc_call))]
         contenders += gemm_peers(peers, a, b, c, threads)
-        timings = harness.compare(f"n={n} {dtype} threads={threads}", contenders, check, settings)
+        timings = harness.compare(
+            f"n={n} {dtype} threads={threads}", contenders, check, settings, threads=threads
+        )
         rows.append(
             Row(
                 workload="w1",

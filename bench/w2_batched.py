@@ -143,7 +143,9 @@ class Case:
         contenders = [Contender("nanotc", self.nanotc_call()), *self.peer_contenders(peers)]
         call_seconds = None if self.variant == "memory" else self.sizes.call_seconds
         self.check.reset()  # C holds the sweeps timed in the previous configuration
-        timings = harness.compare(label, contenders, self.check, self.settings, call_seconds)
+        timings = harness.compare(
+            label, contenders, self.check, self.settings, call_seconds, threads=threads
+        )
         itemsize = c.itemsize
         memory = self.variant == "memory"
         return Row(

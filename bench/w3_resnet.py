@@ -122,7 +122,7 @@ def _layer(
     kernel = kernels.compiled(kernels.single(dtype, m, n, k, static))
     nanotc = harness.repeat(lambda: kernel(a, b, c, group_size=1, num_threads=threads))
     contenders = [Contender("nanotc", nanotc), *gemm_peers(peers, a, b, c, threads)]
-    timings = harness.compare(label, contenders, check, settings)
+    timings = harness.compare(label, contenders, check, settings, threads=threads)
     return Row(
         workload="w3",
         variant=f"L{layer.id}",

@@ -129,7 +129,7 @@ def _mlp_shape(
         ]
         if peers.torch is not None:
             contenders.append(_torch_mm(peers.torch, a, b, check, threads))
-        timings = harness.compare(f"bf16 {label}", contenders, checked, settings)
+        timings = harness.compare(f"bf16 {label}", contenders, checked, settings, threads=threads)
         rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings,
                          peak(source, threads), f"nb={nb}, group_size={threads}"))  # fmt: skip
     return rows
@@ -236,7 +236,9 @@ def _batched_shape(
         contenders = [from_initial("nanotc", ours), from_initial("f32", ours32)]
         if peers.torch is not None:
             contenders.append(_torch_baddbmm(peers.torch, a, b, initial, check, threads))
-        timings = harness.compare(f"bf16 {label}", contenders, checked, settings, CALL_SECONDS)
+        timings = harness.compare(
+            f"bf16 {label}", contenders, checked, settings, CALL_SECONDS, threads=threads
+        )
         rows.append(_row("batched", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
                          timings, peak(source, threads), f"batch={batch}"))  # fmt: skip
     return rows

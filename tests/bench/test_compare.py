@@ -168,3 +168,20 @@ def test_contender_names_must_differ() -> None:
     log: list[tuple[str, int]] = []
     with pytest.raises(ValueError, match="differ"):
         harness.compare("x", [*fakes(log), Contender("numpy", lambda r: None)], passes, Settings())
+
+
+def test_several_threads_pause_and_warm_up_before_each_timed_call(monkeypatch) -> None:
+    """On two threads every timed call follows a pause (another library's workers stop
+    busy-waiting) and an untimed call of the same contender; on one thread neither."""
+    pauses: list[float] = []
+    monkeypatch.setattr(harness.time, "sleep", pauses.append)
+    settings = Settings(warmup=1, repeats=3, budget=100.0)
+    log: list[tuple[str, int]] = []
+    harness.compare("8x8x8", fakes(log), passes, settings, threads=2)
+    calls = timed_calls(log, settings)
+    assert len(calls) == 2 * len(NAMES) * settings.repeats
+    assert all(calls[i] == calls[i + 1] for i in range(0, len(calls), 2))  # warm, then timed
+    assert pauses == [harness.SETTLE_SECONDS] * len(NAMES) * settings.repeats
+    pauses.clear()
+    harness.compare("8x8x8", fakes([]), passes, settings, threads=1)
+    assert pauses == []
