@@ -1,12 +1,12 @@
 """Overrides of gemm lowering's analytical choices: register tiles and cache blocking.
 
 Lowering names each gemm it tiles by a *signature* — the path it takes (direct register
-tiles, batch-reduce tiles, or packed blocks), the element types, transposes, static shape and
-the vector registers its epilogue reserves — and asks `CompileOptions` for a `GemmChoice`
-under that signature. Without one (the default) the analytical models decide
-(`register_tile.choose`, `gemm_blocked.blocking`). `nanotc tune` measures candidates and stores
-the winners in the tuning database (`nanotc.tuning.database`), from which `nanotc.compile`
-builds the options of later compiles.
+tiles, batch-reduce tiles, packed blocks, or operands read in place in K blocks or row
+panels), the element types, transposes, static shape and the vector registers its epilogue
+reserves — and asks `CompileOptions` for a `GemmChoice` under that signature. Without one
+(the default) the analytical models decide (`register_tile.choose`, `gemm_blocked.blocking`).
+`nanotc tune` measures candidates and stores the winners in the tuning database
+(`nanotc.tuning.database`), from which `nanotc.compile` builds the options of later compiles.
 
 An override that does not fit the target (a tile whose registers spill, a blocking that is not
 a whole number of tiles) is ignored, so a stale or hand-edited entry can cost speed but never
@@ -28,8 +28,9 @@ from nanotc.targets import Target
 DIRECT = "direct"  # register tiles straight on the operands (gemm_tiles)
 BATCH = "batch"  # batch-reduce tiles (batch_reduce)
 BLOCKED = "blocked"  # packed cache blocks around register tiles (gemm_blocked)
-PANELS = "panels"  # row panels of A in place, K-blocked (gemm_panels)
-PATHS = (DIRECT, BATCH, BLOCKED, PANELS)
+K_BLOCKS = "kblocks"  # the direct path's tiles one K block at a time (gemm_in_place)
+PANELS = "panels"  # row panels of A in place, in K blocks (gemm_in_place)
+PATHS = (DIRECT, BATCH, BLOCKED, K_BLOCKS, PANELS)
 
 
 @dataclass(frozen=True)

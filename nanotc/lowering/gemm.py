@@ -1,8 +1,8 @@
 """gemm lowering: each supported gemm takes the direct path (register tiles straight on the
 operands) or, when the direct path would run out of cache, the blocked path (packed blocks),
-or for a static gemm whose B fits L2 the row-panel path (A in place, panel by panel).
-With dynamic sizes the direct and blocked paths are both generated and a run-time test of the
-sizes picks one."""
+or for a static gemm whose A or B fits half of L2 an in-place path (K blocks of the direct
+path, or row panels of A). With dynamic sizes the direct and blocked paths are both generated
+and a run-time test of the sizes picks one."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from nanotc.ir.types import MemRefType
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import needs_blocking, tile_gemm_blocked
-from nanotc.lowering.gemm_panels import panels_apply, tile_gemm_panels
+from nanotc.lowering.gemm_in_place import in_place_path, tile_gemm_in_place
 from nanotc.lowering.gemm_tiles import gemm_extents, supported, tile_gemm
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.targets import Target
@@ -48,8 +48,9 @@ def lower_gemm(
     if isinstance(blocked, bool):
         if not blocked:
             return _direct(g, target, options)
-        if panels_apply(g, target):
-            return tile_gemm_panels(g, target, options)
+        in_place = in_place_path(g, target)
+        if in_place is not None:
+            return tile_gemm_in_place(g, in_place, target, options)
         return tile_gemm_blocked(g, target, options)
     branch = b.if_(blocked)
     branch.then.region.instructions.extend(tile_gemm_blocked(g, target, options))

@@ -4,9 +4,10 @@
 
 The kernel's gemms are found as lowering will see them (after the blas2-as-gemm rewrite), each
 under its signature (`lowering.choices`): the path it takes (direct register tiles,
-batch-reduce tiles, packed blocks, row panels), types, transposes, static shape, reserved
-registers. A gemm with a dynamic shape has both a direct and a blocked path; the blocked one is
-tuned only when the launch's arrays exceed half of L2 (otherwise it never runs at these sizes).
+batch-reduce tiles, packed blocks, in-place K blocks or row panels), types, transposes, static
+shape, reserved registers. A gemm with a dynamic shape has both a direct and a blocked path;
+the blocked one is tuned only when the launch's arrays exceed half of L2 (otherwise it never
+runs at these sizes).
 
 The search is coordinate-wise: gemm after gemm, with the others at their best so far, the
 analytical choice is timed first, then the register tiles that fit the target's registers in
@@ -46,6 +47,7 @@ from nanotc.lowering.choices import (
     BLOCKED,
     DEFAULT_OPTIONS,
     DIRECT,
+    K_BLOCKS,
     PANELS,
     CompileOptions,
     GemmChoice,
@@ -54,7 +56,7 @@ from nanotc.lowering.choices import (
 )
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import blocked_reserved, blocking, needs_blocking
-from nanotc.lowering.gemm_panels import panel_tile, panels_apply
+from nanotc.lowering.gemm_in_place import in_place_path, in_place_tile
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
 from nanotc.targets import Target, get, runs_on_host
@@ -242,7 +244,7 @@ def _paths(g: Gemm, target: Target, large: bool) -> list[str]:
     if isinstance(blocked, bool):
         if not blocked:
             return [DIRECT]
-        return [PANELS if panels_apply(g, target) else BLOCKED]
+        return [in_place_path(g, target) or BLOCKED]
     return [DIRECT, BLOCKED] if large else [DIRECT]
 
 
@@ -254,9 +256,9 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         tile = choose(target, element, None, None, None, reserved)
         blocks = blocking(target, element, tile, extents[2])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
-    elif path == PANELS:
+    elif path in (K_BLOCKS, PANELS):
         reserved = blocked_reserved(g)
-        tile, _ = panel_tile(g, target)
+        tile, _ = in_place_tile(g, path, target)
         choice = GemmChoice((tile.mv, tile.nr))
     else:
         reserved = epilogue_registers(g.alpha, g.beta)

@@ -99,10 +99,13 @@ def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
     check(c, want, "f32", k)
 
 
-def path_of(tiled: str) -> str:
-    """Packed blocks, row panels of A in place (views of A per panel), or the direct path."""
+def path_of(tiled: str, m: int) -> str:
+    """Packed blocks; K blocks (views of all M rows of A per K block); row panels (views of A
+    per panel and K block); or the direct path (no views of A)."""
     if "tile.pack" in tiled:
         return "blocked"
+    if f"subview %A[0:{m}," in tiled:
+        return "kblocks"
     return "panels" if "subview %A[" in tiled else "direct"
 
 
@@ -112,9 +115,9 @@ def path_of(tiled: str) -> str:
         ("n", (128, 64, 256), "direct"),  # A and B in L2: packing costs more than it saves
         ("n", (196, 1024, 512), "direct"),  # A in L2, each B panel in L1
         ("n", (49, 512, 4608), "direct"),  # A in L2, two rows of tiles read each B panel
-        ("n", (196, 256, 1024), "panels"),  # B panels beyond L1, reread by 7 rows of tiles
-        ("n", (196, 512, 1024), "blocked"),  # ... and B beyond half of L2
+        ("n", (196, 256, 1024), "kblocks"),  # B panels beyond L1, reread by 7 rows of tiles
         ("n", (1200, 20, 1200), "panels"),  # A overflows L2, B fits
+        ("n", (1200, 600, 1200), "blocked"),  # A and B overflow L2
         ("t", (49, 512, 4608), "blocked"),  # A^T gathered: A and B together overflow L2
     ],
     ids=str,
@@ -125,7 +128,7 @@ def test_path_follows_what_the_direct_path_rereads(
     m, n, k = shape
     a_shape = f"{k}x{m}" if ta == "t" else f"{m}x{k}"
     compilation = compiled(gemm_text("f32", ta, "n", (a_shape, f"{k}x{n}", f"{m}x{n}")), "avx512")
-    assert path_of(compilation.tiled()) == path
+    assert path_of(compilation.tiled(), m) == path
     if m * n * k < 30_000_000:  # run the cheaper ones too
         a, b, c = operands(rng, "f32", ta, "n", m, n, k)
         want = expected(a, b, c, ta, "n", 1.0, 0.0)

@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 
 import nanotc
-from nanotc.lowering.choices import BATCH, BLOCKED, DIRECT, PANELS, CompileOptions, GemmChoice
+from nanotc.lowering.choices import (
+    BATCH,
+    BLOCKED,
+    DIRECT,
+    K_BLOCKS,
+    PANELS,
+    CompileOptions,
+    GemmChoice,
+)
 from nanotc.lowering.register_tile import choose
 from nanotc.targets import get
 from nanotc.tuning import database
@@ -83,15 +91,19 @@ def test_blocking_override_sets_the_block_loops() -> None:
     assert ignored.tiled() == nanotc.compile(text, AVX2, options=CompileOptions()).tiled()
 
 
-def test_row_panel_site_and_its_tile_override() -> None:
-    """A tall A with a small B takes row panels: tuned under its own signature, whose tile
-    override reaches the panels' nanokernels."""
-    a, b, c = "memref<f32x3136x576>", "memref<f32x576x64>", "memref<f32x3136x64>"
+@pytest.mark.parametrize(
+    ("shape", "path"), [((3136, 64, 576), PANELS), ((96, 512, 1024), K_BLOCKS)], ids=str
+)
+def test_in_place_site_and_its_tile_override(shape: tuple[int, int, int], path: str) -> None:
+    """A tall A with a small B takes row panels, a small A with a large B K blocks: each is
+    tuned under its own signature, whose tile override reaches its nanokernels."""
+    m, n, k = shape
+    a, b, c = f"memref<f32x{m}x{k}>", f"memref<f32x{k}x{n}>", f"memref<f32x{m}x{n}>"
     text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
     gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
 }}"""
     (site,) = gemm_sites(nanotc.load(text).function("k"), AVX2)
-    assert site.signature.path == PANELS and site.analytical.blocking is None
+    assert site.signature.path == path and site.analytical.blocking is None
     tuned = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: GemmChoice((2, 4))}))
     assert tiles_of(tuned.tiled()) == {"16 x 4"}
 

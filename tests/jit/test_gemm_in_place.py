@@ -1,7 +1,7 @@
-"""The row-panel path (a large A read in place panel by panel, B within L2): when it is
-taken, its tile and K blocks, and its results against numpy for f32 and f64, transposed B,
-alpha and beta (beta 0 never reading C), M and N tails and unequal K blocks, on every
-target."""
+"""The in-place paths for operands beyond the caches (K blocks of the direct path when A fits
+half of L2; row panels of A when B does): when each is taken, its tile and K blocks, and its
+results against numpy for f32 and f64, transposed B, alpha and beta (beta 0 never reading C),
+M and N tails and unequal K blocks, on every target."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.gemm_panels import panel_depth
+from nanotc.lowering.gemm_in_place import k_block_depth, panel_depth
 from nanotc.lowering.register_tile import (
     RegisterTile,
     a_vector_cycles,
@@ -22,7 +22,11 @@ from nanotc.targets import get
 from .helpers import compiled
 from .test_gemm_blocked import check, expected, gemm_text, operands, path_of
 
-SHAPE = (611, 45, 467)  # M, N, K: A over 1 MiB in f32, B 84 KiB; no extent a whole tile
+# M, N, K with no extent a whole tile or block
+SHAPES = {
+    "panels": (611, 45, 467),  # A over 1 MiB in f32, B 84 KiB
+    "kblocks": (70, 700, 900),  # A 246 KiB, B 2.4 MiB: B panels of all of K overflow L1
+}
 
 
 def shapes_of(ta: str, tb: str, m: int, n: int, k: int) -> tuple[str, str, str]:
@@ -30,43 +34,44 @@ def shapes_of(ta: str, tb: str, m: int, n: int, k: int) -> tuple[str, str, str]:
             f"{m}x{n}")  # fmt: skip
 
 
-def takes_row_panels(tiled: str) -> bool:
-    return path_of(tiled) == "panels"
-
-
+@pytest.mark.parametrize("path", sorted(SHAPES))
 @pytest.mark.parametrize("tb", ["n", "t"])
 @pytest.mark.parametrize("ty", ["f32", "f64"])
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (1.0, 1.0), (-1.5, 0.5)], ids=str)
-def test_row_panels_match_numpy(ty: str, tb: str, alpha: float, beta: float, rng) -> None:
-    m, n, k = SHAPE
+def test_in_place_paths_match_numpy(
+    path: str, ty: str, tb: str, alpha: float, beta: float, rng
+) -> None:
+    m, n, k = SHAPES[path]
     compilation = compiled(gemm_text(ty, "n", tb, shapes_of("n", tb, m, n, k)))
-    assert takes_row_panels(compilation.tiled())
+    assert path_of(compilation.tiled(), m) == path
     a, b, c = operands(rng, ty, "n", tb, m, n, k)
     want = expected(a, b, c, "n", tb, alpha, beta)
     compilation["k"](alpha, a, b, beta, c, group_size=1)
     check(c, want, ty, k)
 
 
+@pytest.mark.parametrize("path", sorted(SHAPES))
 @pytest.mark.parametrize(("ty", "target"), [("f32", "avx2"), ("f64", "generic")])
-def test_row_panels_on_narrower_targets(ty: str, target: str, rng) -> None:
-    m, n, k = SHAPE
+def test_in_place_paths_on_narrower_targets(path: str, ty: str, target: str, rng) -> None:
+    m, n, k = SHAPES[path]
     compilation = compiled(gemm_text(ty, "n", "n", shapes_of("n", "n", m, n, k)), target)
-    assert takes_row_panels(compilation.tiled())
+    assert path_of(compilation.tiled(), m) == path
     a, b, c = operands(rng, ty, "n", "n", m, n, k)
     want = expected(a, b, c, "n", "n", 2.0, -1.0)
     compilation["k"](2.0, a, b, -1.0, c, group_size=1)
     check(c, want, ty, k)
 
 
-def test_beta_zero_never_reads_c(rng) -> None:
+@pytest.mark.parametrize("path", sorted(SHAPES))
+def test_beta_zero_never_reads_c(path: str, rng) -> None:
     """The first K block writes C: no pass over C before it, and a C of NaNs does not leak."""
-    m, n, k = SHAPE
+    m, n, k = SHAPES[path]
     a_t, b_t, c_t = (f"memref<f32x{s}>" for s in shapes_of("n", "n", m, n, k))
     compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
 }}""")
     tiled = compilation.tiled()
-    assert takes_row_panels(tiled) and "tile.scale" not in tiled
+    assert path_of(tiled, m) == path and "tile.scale" not in tiled
     a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
     c = np.full((m, n), np.nan, np.float32, order="F")
     compilation["k"](a, b, c, group_size=1)
@@ -74,25 +79,27 @@ def test_beta_zero_never_reads_c(rng) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ta", "shape", "panels"),
+    ("ta", "shape", "path"),
     [
-        ("n", (3136, 64, 576), True),  # W3: A 7 MiB, B 144 KiB
-        ("n", (784, 256, 512), True),  # B 512 KiB: half of L2 is 1 MiB
-        ("t", (3136, 64, 576), False),  # op(A)'s rows are not adjacent: packed blocks
+        ("n", (3136, 64, 576), "panels"),  # W3: A 7 MiB, B 144 KiB
+        ("n", (784, 256, 512), "panels"),  # B 512 KiB: half of L2 is 1 MiB
+        ("n", (196, 512, 1024), "kblocks"),  # W3: A 784 KiB, B 2 MiB
+        ("n", (784, 512, 1024), "blocked"),  # A 3 MiB, B 2 MiB
+        ("t", (3136, 64, 576), "blocked"),  # op(A)'s rows are not adjacent: packed blocks
     ],
     ids=str,
 )
-def test_path_taken(ta: str, shape: tuple[int, int, int], panels: bool) -> None:
+def test_path_taken(ta: str, shape: tuple[int, int, int], path: str) -> None:
     text = gemm_text("f32", ta, "n", shapes_of(ta, "n", *shape))
-    assert takes_row_panels(compiled(text, "avx512").tiled()) is panels
+    assert path_of(compiled(text, "avx512").tiled(), shape[0]) == path
 
 
-def test_dynamic_sizes_never_take_row_panels() -> None:
+def test_dynamic_sizes_never_read_in_place() -> None:
     tiled = compiled(gemm_text("f32", "n", "n", ("?x?",) * 3)).tiled()
     assert "subview %A[" not in tiled
 
 
-def test_tile_is_the_tallest_the_model_ties() -> None:
+def test_row_panel_tile_is_the_tallest_the_model_ties() -> None:
     """On AVX-512 the model ties 2 x 13 and 3 x 8 for W3's N = 64; the row panels take 3 x 8,
     and K = 576 splits into equal blocks whose A block fills at most half of L1."""
     target = get("avx512")
@@ -109,6 +116,16 @@ def test_tile_is_the_tallest_the_model_ties() -> None:
     assert f"tile {tall.mr} x {tall.nr}" in tiled
 
 
-def test_k_within_one_block_stays_whole() -> None:
+def test_k_blocks_keep_the_b_panel_within_l1() -> None:
+    target = get("avx512")
+    m, n, k = 96, 512, 2000
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), "avx512").tiled()
+    tile = choose(target, ScalarType.F32, m, n, k, 1)  # r1: beta 0 or 1 chosen at run time
+    kc = k_block_depth(target, tile, 4, k)
+    assert kc < k and tile.nr * kc * 4 <= target.l1_bytes and f"= 0, {k}, {kc} {{" in tiled
+    assert k_block_depth(target, tile, 4, 700) == 700
+
+
+def test_k_within_one_row_panel_block_stays_whole() -> None:
     tile = RegisterTile(3, 8, 16)
     assert panel_depth(get("avx512"), tile, 4, 100) == 100

@@ -1,0 +1,151 @@
+"""gemm on operands beyond the caches, read where they lie: no packing where what is read again
+fits a cache once the loops are ordered for it.
+
+The blocked path packs A and B so that its nanokernels reread them from cache; packing costs
+a pass over both operands from memory, 5-28% of W3's GEMMs. Two cases do without it (static
+shapes, one element type, op(A)'s columns contiguous):
+
+K blocks, when A fits half of L2: the direct path's tiles, one K block at a time
+
+    for pc in K step kc:                  the B panel (kc x nr) fits L1
+      for col in N step nr:
+        for row in M step mr:             every row of tiles on the B panel, from L1
+          tile.gemm on A[row:, pc:], B[pc:, col:], C[row:, col:]   (beta for the first block)
+
+(A whole K makes each B panel too long for L1, and every row of tiles rereads it from L2:
+100x3000x800 and 96x512x2000 ran 1.15x and 1.19x faster in K blocks than packed.)
+
+Row panels, when B fits half of L2 and A does not:
+
+    for row in M step mr:                 the row panel of A: mr x K
+      for pc in K step kc:                its block (mr x kc) fills at most half of L1
+        for col in N step nr:             every tile of the row, on that block from L1
+          tile.gemm on A[row:, pc:], B[pc:, col:], C[row:, col:]
+
+C's row panel is loaded and stored once per K block, from L1, and B stays in L2: the order of
+tall-and-skinny libraries (W3's 3136x64x576, 784x128x512 and 784x128x1152 ran 1.05-1.15x
+faster than packed; f64 up to 1.25x).
+"""
+
+from __future__ import annotations
+
+from nanotc.ir.builder import Builder
+from nanotc.ir.core import Instruction, Region
+from nanotc.ir.instructions import Gemm, Transpose
+from nanotc.ir.tile import TileGemm, TileScale
+from nanotc.lowering.choices import (
+    DEFAULT_OPTIONS,
+    K_BLOCKS,
+    PANELS,
+    CompileOptions,
+    register_tile_for,
+)
+from nanotc.lowering.choices import signature as gemm_signature
+from nanotc.lowering.gemm_blocked import (
+    block_beta,
+    block_extent,
+    blocked_reserved,
+    first_block_writes_c,
+)
+from nanotc.lowering.gemm_tiles import Index, gemm_extents, tile_block
+from nanotc.lowering.nanokernel import row_stride_is_unit
+from nanotc.lowering.register_tile import RegisterTile, choose, choose_tall
+from nanotc.targets import Target
+
+
+def in_place_path(g: Gemm, target: Target) -> str | None:
+    """K_BLOCKS, PANELS or None (pack) for a gemm the blocked path would take."""
+    m, n, k = gemm_extents(g)
+    if m is None or n is None or k is None:
+        return None
+    element = g.c.type.element
+    same = g.a.type.element is element and g.b.type.element is element
+    if not same or not row_stride_is_unit(g.a.type, g.trans_a):
+        return None
+    half_l2 = target.l2_bytes // 2
+    if m * k * element.size <= half_l2:
+        return K_BLOCKS
+    if k * n * element.size <= half_l2:
+        return PANELS
+    return None
+
+
+def in_place_tile(
+    g: Gemm, path: str, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> tuple[RegisterTile, int]:
+    """The register tile and the K block of `path`. Row panels take the tallest of the tiles
+    the model estimates equal: each broadcast of B, read from L2, then feeds the most FMAs
+    (W3: 3 x 8 ran 1.02-1.14x faster than the 2 x 8 to 2 x 14 the model ties with it)."""
+    m, n, k = gemm_extents(g)
+    assert m is not None and n is not None and k is not None
+    element, reserved = g.c.type.element, blocked_reserved(g)
+    sig = gemm_signature(g, path, (m, n, k), reserved)
+    model = choose_tall if path == PANELS else choose
+    tile = register_tile_for(options, sig, target, element, (m, n, k), reserved, model)
+    depth = panel_depth if path == PANELS else k_block_depth
+    return tile, depth(target, tile, element.size, k)
+
+
+def k_block_depth(target: Target, tile: RegisterTile, size: int, k: int) -> int:
+    """K block of the K-blocks path: the B panel fills L1 at most (A streams from L2, and
+    fewer blocks pass over C fewer times: B panels of all of L1 ran 1.02-1.04x faster than of
+    half of it)."""
+    return _equal_blocks(k, target.l1_bytes // (tile.nr * size))
+
+
+def panel_depth(target: Target, tile: RegisterTile, size: int, k: int) -> int:
+    """K block of a row panel: its A block fills half of L1 at most."""
+    return _equal_blocks(k, target.l1_bytes // 2 // (tile.mr * size))
+
+
+def _equal_blocks(k: int, longest: int) -> int:
+    """The length of the fewest equal blocks no longer than `longest` covering k (no short
+    remainder to load and store C for)."""
+    blocks = -(-k // max(8, longest))
+    return -(-k // blocks)
+
+
+def tile_gemm_in_place(
+    g: Gemm, path: str, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> list[Instruction]:
+    m, n, k = gemm_extents(g)
+    assert m is not None and n is not None and k is not None
+    tile, kc = in_place_tile(g, path, target, options)
+    b = Builder(Region())
+    if not first_block_writes_c(g):
+        b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
+    if path == K_BLOCKS:
+        _k_blocks(b, g, tile, 0, m, kc)
+        return b.region.instructions
+    full = m // tile.mr * tile.mr
+    if full:
+        with b.for_(0, full, tile.mr) as (body, row):
+            _k_blocks(body, g, tile, row, tile.mr, kc)
+    if m > full:
+        _k_blocks(b, g, tile, full, m - full, kc)
+    return b.region.instructions
+
+
+def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: int, kc: int) -> None:
+    """All tiles of the `rows` x N block of C at `row`, K block by K block."""
+    _, n, k = gemm_extents(g)
+    assert n is not None and k is not None
+    with b.for_(0, k, kc) as (body, pc):
+        kb = block_extent(body, k, pc, kc)
+        beta = block_beta(body, g, pc, k, kc)
+        a = body.subview(g.a, _stored(g.trans_a, row, pc), _stored(g.trans_a, rows, kb))
+        bk = body.subview(g.b, _stored(g.trans_b, pc, 0), _stored(g.trans_b, kb, n))
+        c = body.subview(g.c, [row, 0], [rows, n])
+
+        def micro(mb: Builder, r: Index, col: Index, count: Index, mr: int, nr: int) -> None:
+            mb.add(
+                TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
+                a=a, b=bk, beta=beta, c=c, row=r, col=col, rows=count, mr=mr, nr=nr,
+            )  # fmt: skip
+
+        tile_block(body, tile, rows, n, micro)
+
+
+def _stored(trans: Transpose, row: Index, col: Index) -> list[Index]:
+    """(row, col) of op(X) as (row, col) of X."""
+    return [col, row] if trans is Transpose.T else [row, col]
