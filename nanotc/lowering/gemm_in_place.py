@@ -5,7 +5,8 @@ The blocked path packs A and B so that its nanokernels reread them from cache; p
 a pass over both operands from memory, 5-28% of W3's GEMMs. Two cases do without it (static
 shapes, one element type, op(A)'s columns contiguous):
 
-K blocks, when A fits half of L2: the direct path's tiles, one K block at a time
+K blocks, when the A block of one K block fits half of L2: the direct path's tiles, one K
+block at a time
 
     for pc in K step kc:                  the B panel (kc x nr) fits L1
       for col in N step nr:
@@ -13,9 +14,9 @@ K blocks, when A fits half of L2: the direct path's tiles, one K block at a time
           tile.gemm on A[row:, pc:], B[pc:, col:], C[row:, col:]   (beta for the first block)
 
 (A whole K makes each B panel too long for L1, and every row of tiles rereads it from L2:
-100x3000x800 and 96x512x2000 ran 1.15x and 1.19x faster in K blocks than packed.)
+100x3000x800, 96x512x2000 and 128x1024x4096 ran 1.15-1.25x faster in K blocks than packed.)
 
-Row panels, when B fits half of L2 and A does not:
+Row panels, when B fits half of L2 and A's K blocks do not:
 
     for row in M step mr:                 the row panel of A: mr x K
       for pc in K step kc:                its block (mr x kc) fills at most half of L1
@@ -54,7 +55,9 @@ from nanotc.targets import Target
 
 
 def in_place_path(g: Gemm, target: Target) -> str | None:
-    """K_BLOCKS, PANELS or None (pack) for a gemm the blocked path would take."""
+    """K_BLOCKS, PANELS or None (pack) for a gemm the blocked path would take: K blocks when
+    the A block of one K block fits half of L2 (with the model's tile), else row panels when
+    B does."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None:
         return None
@@ -63,7 +66,8 @@ def in_place_path(g: Gemm, target: Target) -> str | None:
     if not same or not row_stride_is_unit(g.a.type, g.trans_a):
         return None
     half_l2 = target.l2_bytes // 2
-    if m * k * element.size <= half_l2:
+    tile = choose(target, element, m, n, k, blocked_reserved(g))
+    if m * k_block_depth(target, tile, element.size, k) * element.size <= half_l2:
         return K_BLOCKS
     if k * n * element.size <= half_l2:
         return PANELS

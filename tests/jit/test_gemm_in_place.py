@@ -1,5 +1,5 @@
-"""The in-place paths for operands beyond the caches (K blocks of the direct path when A fits
-half of L2; row panels of A when B does): when each is taken, its tile and K blocks, and its
+"""The in-place paths for operands beyond the caches (K blocks of the direct path when A's K
+blocks fit half of L2; row panels of A when B does): when each is taken, its tile and K blocks, and its
 results against numpy for f32 and f64, transposed B, alpha and beta (beta 0 never reading C),
 M and N tails and unequal K blocks, on every target."""
 
@@ -84,6 +84,7 @@ def test_beta_zero_never_reads_c(path: str, rng) -> None:
         ("n", (3136, 64, 576), "panels"),  # W3: A 7 MiB, B 144 KiB
         ("n", (784, 256, 512), "panels"),  # B 512 KiB: half of L2 is 1 MiB
         ("n", (196, 512, 1024), "kblocks"),  # W3: A 784 KiB, B 2 MiB
+        ("n", (196, 256, 2304), "kblocks"),  # W3: A 1.7 MiB, but its K blocks within L2
         ("n", (784, 512, 1024), "blocked"),  # A 3 MiB, B 2 MiB
         ("t", (3136, 64, 576), "blocked"),  # op(A)'s rows are not adjacent: packed blocks
     ],
