@@ -176,11 +176,15 @@ def compare(
     of all samples of one. Rounds stop once the timed calls took `settings.budget` seconds per
     contender (at least one round). A sample is a call's seconds divided by its `reps`.
 
-    On more than one `threads`, each timed call follows a pause of SETTLE_SECONDS and an
-    untimed call of the same contender: the worker threads of the previous contender's library
-    busy-wait for a while after its call returns and would take a core from this one: right
-    after numpy's OpenBLAS on two threads, nanotc's W1 at n = 1024 ran at half its rate after
-    pauses of up to 0.1 s, at 0.7-0.9 of it after 0.3-1 s."""
+    Each timed call follows an untimed call of the same contender, so it finds the core as
+    that contender leaves it: AMX units that another contender's work (or a pause) let idle
+    run their first milliseconds slowly (torch's bf16 MLP layer ran at 420-480 GFLOP/s
+    right after a 50 ms pause, 1000-1250 after an fp32 gemm, 1300 after itself). On more
+    than one `threads` a pause of SETTLE_SECONDS comes first: the worker threads of the
+    previous contender's library busy-wait for a while after its call returns and would take
+    a core from this one (right after numpy's OpenBLAS on two threads, nanotc's W1 at
+    n = 1024 ran at half its rate after pauses of up to 0.1 s, at 0.7-0.9 of it after
+    0.3-1 s)."""
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must differ: {names}")
@@ -207,8 +211,8 @@ def _prepare(contender: Contender, warmup: int, call_seconds: float | None) -> i
 def _rounds(
     contenders: Sequence[Contender], reps: Sequence[int], settings: Settings, settle: float
 ) -> list[list[float]]:
-    """Samples per contender (in the contenders' order) from rounds of one timed call each
-    (after a pause of `settle` seconds and an untimed call, when `settle` is not 0)."""
+    """Samples per contender (in the contenders' order) from rounds of one timed call each,
+    right after an untimed one (and before that a pause of `settle` seconds, if not 0)."""
     order = list(range(len(contenders)))
     shuffle = random.Random(settings.seed).shuffle
     samples: list[list[float]] = [[] for _ in contenders]
@@ -218,7 +222,7 @@ def _rounds(
         for i in order:
             if settle:
                 time.sleep(settle)
-                contenders[i].call(reps[i])
+            contenders[i].call(reps[i])
             seconds, wall = _timed_call(contenders[i].call, reps[i])
             samples[i].append(seconds / reps[i])
             spent += wall

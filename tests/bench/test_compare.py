@@ -38,9 +38,14 @@ def fakes(log: list[tuple[str, int]], seconds: float = 0.0) -> list[Contender]:
     return [Contender(name, recorder(log, name, seconds)) for name in NAMES]
 
 
-def timed_calls(log: list[tuple[str, int]], settings: Settings) -> list[tuple[str, int]]:
-    """The log without its validation and warm-up calls (one plus warmup - 1 per contender)."""
+def round_calls(log: list[tuple[str, int]], settings: Settings) -> list[tuple[str, int]]:
+    """The log without its validation and warm-up calls (one plus warmup - 1 per contender):
+    the rounds' calls, each timed one right after an untimed one of the same contender."""
     return log[len(NAMES) * settings.warmup :]
+
+
+def timed_calls(log: list[tuple[str, int]], settings: Settings) -> list[tuple[str, int]]:
+    return round_calls(log, settings)[1::2]
 
 
 def test_every_round_calls_each_contender_once_in_a_shuffled_order() -> None:
@@ -143,7 +148,8 @@ def test_settings_are_entered_once_around_every_call() -> None:
     count = len(NAMES)
     assert all(isinstance(e, str) and e.startswith("enter") for e in log[:count])
     assert all(isinstance(e, str) and e.startswith("exit") for e in log[-count:])
-    assert len(log) == 2 * count + count * (2 + 4)  # validation, one warm-up, four rounds
+    # validation, one warm-up, four rounds of an untimed and a timed call
+    assert len(log) == 2 * count + count * (2 + 2 * 4)
 
 
 def test_settings_are_exited_when_a_check_fails() -> None:
@@ -170,18 +176,17 @@ def test_contender_names_must_differ() -> None:
         harness.compare("x", [*fakes(log), Contender("numpy", lambda r: None)], passes, Settings())
 
 
-def test_several_threads_pause_and_warm_up_before_each_timed_call(monkeypatch) -> None:
-    """On two threads every timed call follows a pause (another library's workers stop
-    busy-waiting) and an untimed call of the same contender; on one thread neither."""
+def test_each_timed_call_follows_a_warm_call_and_on_threads_a_pause(monkeypatch) -> None:
+    """Every timed call follows an untimed call of the same contender (an idle unit warms up);
+    on two threads a pause comes first (another library's workers stop busy-waiting)."""
     pauses: list[float] = []
     monkeypatch.setattr(harness.time, "sleep", pauses.append)
     settings = Settings(warmup=1, repeats=3, budget=100.0)
-    log: list[tuple[str, int]] = []
-    harness.compare("8x8x8", fakes(log), passes, settings, threads=2)
-    calls = timed_calls(log, settings)
-    assert len(calls) == 2 * len(NAMES) * settings.repeats
-    assert all(calls[i] == calls[i + 1] for i in range(0, len(calls), 2))  # warm, then timed
-    assert pauses == [harness.SETTLE_SECONDS] * len(NAMES) * settings.repeats
-    pauses.clear()
-    harness.compare("8x8x8", fakes([]), passes, settings, threads=1)
-    assert pauses == []
+    for threads, expected_pauses in ((2, [harness.SETTLE_SECONDS] * 9), (1, [])):
+        log: list[tuple[str, int]] = []
+        pauses.clear()
+        harness.compare("8x8x8", fakes(log), passes, settings, threads=threads)
+        calls = round_calls(log, settings)
+        assert len(calls) == 2 * len(NAMES) * settings.repeats
+        assert all(calls[i] == calls[i + 1] for i in range(0, len(calls), 2))  # warm, timed
+        assert pauses == expected_pauses
