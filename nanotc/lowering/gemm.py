@@ -1,8 +1,8 @@
 """gemm lowering: each supported gemm takes the direct path (register tiles straight on the
 operands) or, when the direct path would run out of cache, the blocked path (packed blocks),
-or for a static gemm whose A or B fits half of L2 an in-place path (K blocks of the direct
-path, or row panels of A). With dynamic sizes the direct and blocked paths are both generated
-and a run-time test of the sizes picks one."""
+or for a static gemm whose A (one K block of it) or B fits half of L2 an in-place path (K
+blocks of the direct path, or row panels of A). With dynamic sizes the direct and blocked
+paths are both generated and a run-time test of the sizes picks one."""
 
 from __future__ import annotations
 
