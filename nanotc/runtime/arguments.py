@@ -97,8 +97,9 @@ ParameterBinder = Callable[[Any, int], BoundArgument]
 
 class ArgumentBinder:
     """Binds the arguments of `func`'s launches. What each parameter's type asks of its
-    argument is derived once, here: a kernel binds its arguments at every launch (three
-    arrays took 21 us when every launch derived them, 7 us since)."""
+    argument is derived once, here: a kernel binds its arguments at every launch (a launch
+    with three arrays took 20 us when every launch derived them, 17 us since; most of the rest
+    is ctypes)."""
 
     def __init__(self, func: Function):
         self.func = func
