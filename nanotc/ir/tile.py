@@ -37,7 +37,8 @@ second value of an odd K's last pair is still zero).
 `tile.amx_gemm alpha, A32, B16, C` adds alpha * op(A) op(B) to C (at most 32 x 32) from packed
 panels: `a` the VNNI panels of op(A) (`.pairs`), `b` the row panels of op(B)^T (`.rows`),
 starting at panels `a_panel` and `b_panel`, over `chunks` chunks of 32 K. Its 2 x 2 f32
-accumulator tiles stay in AMX tile registers for the whole K loop.
+accumulator tiles stay in AMX tile registers for the whole K loop. Where `accumulate` is 0,
+C is written without being read (the first K block of a gemm with beta 0).
 
 `tile.amx_small_gemm alpha, A, B, C k K` adds alpha * op(A) op(B) to a whole small gemm of
 static shape (C at most 64 x 64) with tiles of its exact shape: `a` the VNNI panels of all of
@@ -224,9 +225,10 @@ class TileAmxGemm(Instruction):
     chunks = operand(**_INDEX)
     rows = operand(**_INDEX)
     cols = operand(**_INDEX)
+    accumulate = operand(**_INDEX)
     syntax = (
         "$alpha , $a [ $a_panel ] , $b [ $b_panel ] , $c rows $rows cols $cols chunks $chunks "
-        ": type($alpha), type($a), type($b), type($c)"
+        "accumulate $accumulate : type($alpha), type($a), type($b), type($c)"
     )
 
 

@@ -6,7 +6,7 @@ VNNI operand op(A) with K pairs interleaved, and each row of a C tile is a 16-el
 segment of C. Both operands are packed into zero-padded 16-row panels in chunks of 32 K, so
 every tile is a full 16 x 64 bytes and one tile configuration serves the whole kernel:
 
-    C := beta * C
+    C := beta * C   (not for beta 0 or 1: beta 0 has the first K block write C unread)
     for jc in N step nc:
       for pc in K step kc:
         pack op(B)[pc:, jc:]^T as AMX row panels
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region, walk
-from nanotc.ir.instructions import BinaryOp, Gemm, Transpose
+from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileAmxGemm, TileAmxSmallGemm, TileMin, TilePackAmx, TileScale
-from nanotc.ir.types import MemRefType, ScalarType
-from nanotc.ir.values import Value, is_literal
+from nanotc.ir.types import INDEX, MemRefType, ScalarType
+from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.gemm_blocked import block_extent
 from nanotc.lowering.gemm_tiles import Index, extent_values, gemm_extents, supported
 from nanotc.targets import Target
@@ -180,7 +180,7 @@ def tile_gemm_amx(g: Gemm, target: Target, path: AmxPath) -> list[Instruction]:
     b = Builder(Region())
     em, en, ek = extent_values(b, g)
     kc, mc, nc = _fit(k, KC, CHUNK), _fit(m, MC, BLOCK), _fit(n, NC, BLOCK)
-    b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
+    _scale(b, g, ek)
     a_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [mc * kc]))
     b_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [nc * kc]))
     with b.for_(0, en, nc) as (outer, jc):
@@ -194,7 +194,9 @@ def tile_gemm_amx(g: Gemm, target: Target, path: AmxPath) -> list[Instruction]:
                 mb = block_extent(inner, em, ic, mc)
                 inner.add(TilePackAmx, trans=g.trans_a, pairs=True, source=g.a, row=ic, col=pc,
                           rows=mb, cols=kb, target=a_pack, panel=PANEL)  # fmt: skip
-                _blocks(inner, g, a_pack, b_pack, ic, jc, mb, nb, chunks)
+                _blocks(
+                    inner, g, (a_pack, b_pack), (ic, jc, mb, nb), chunks, _accumulate(inner, g, pc)
+                )
     return b.region.instructions
 
 
@@ -236,9 +238,29 @@ def _panels(extent: int) -> int:
     return -(-extent // PANEL)
 
 
-def _blocks(b: Builder, g: Gemm, a_pack: Value, b_pack: Value, ic: Value, jc: Value,
-            mb: Index, nb: Index, chunks: Index) -> None:  # fmt: skip
-    """One tile.amx_gemm per 32 x 32 block of the mb x nb block of C at (ic, jc)."""
+def _scale(b: Builder, g: Gemm, ek: Index) -> None:
+    """C := beta * C once before the K blocks accumulate. Beta 1 needs nothing; beta 0 only
+    where K is 0 (else the first K block writes C without reading it)."""
+    if is_literal(g.beta, 1):
+        return
+    if not is_literal(g.beta, 0) or ek == 0:
+        b.add(TileScale, beta=g.beta, c=g.c)
+    elif not isinstance(ek, int):
+        empty = b.if_(b.cmp(CmpCond.EQ, ek, Constant(0, INDEX)), with_else=False)
+        empty.then.add(TileScale, beta=g.beta, c=g.c)
+
+
+def _accumulate(b: Builder, g: Gemm, pc: Value) -> Index:
+    """1 where the K block at pc adds to C, 0 where it overwrites C: the first K block of a
+    gemm with beta 0, which so needs no pass zeroing C beforehand."""
+    return b.add(TileMin, lhs=pc, rhs=1) if is_literal(g.beta, 0) else 1
+
+
+def _blocks(b: Builder, g: Gemm, packs: tuple[Value, Value],
+            block: tuple[Value, Value, Index, Index], chunks: Index,
+            accumulate: Index) -> None:  # fmt: skip
+    """One tile.amx_gemm per 32 x 32 block of the mb x nb C block at (ic, jc)."""
+    (a_pack, b_pack), (ic, jc, mb, nb) = packs, block
     with b.for_(0, nb, BLOCK) as (columns, jr):
         cols = columns.add(TileMin, lhs=columns.index(BinaryOp.SUB, nb, jr), rhs=BLOCK)
         with columns.for_(0, mb, BLOCK) as (body, ir):
@@ -249,7 +271,7 @@ def _blocks(b: Builder, g: Gemm, a_pack: Value, b_pack: Value, ic: Value, jc: Va
                 TileAmxGemm, alpha=g.alpha, a=a_pack, b=b_pack, c=c,
                 a_panel=body.index(BinaryOp.DIV, ir, PANEL),
                 b_panel=body.index(BinaryOp.DIV, jr, PANEL),
-                chunks=chunks, rows=rows, cols=cols,
+                chunks=chunks, rows=rows, cols=cols, accumulate=accumulate,
             )  # fmt: skip
 
 

@@ -82,11 +82,16 @@ def test_amx_gemm_matches_reference(
 
 @pytest.mark.skipif(not AMX_HOST, reason="this host has no AMX")
 @pytest.mark.parametrize(
-    "shape", [(64, 64, 64), (300, 65, 513)], ids=lambda s: "x".join(map(str, s))
+    "shape", [(64, 64, 64), (300, 65, 513), (40, 33, 1100), (9, 7, 0)],
+    ids=lambda s: "x".join(map(str, s)),
 )
 def test_amx_gemm_with_dynamic_sizes(shape: tuple[int, int, int], rng) -> None:
+    """Beta 0 with K unknown until the launch: the first K block overwrites C, and a K of 0
+    still zeroes it (C starts as NaNs)."""
     text = gemm_text(*shape, "n", "n", "f32", dynamic=True)
-    check(text, arguments(*shape, "n", "n", "f32", 1.0, rng), depth=shape[2])
+    assert uses(nanotc.compile(text).tiled(), "tile.amx_gemm")
+    for beta in (0.0, 1.0, -2.0):
+        check(text, arguments(*shape, "n", "n", "f32", beta, rng), depth=max(shape[2], 1))
 
 
 Shape = tuple[int, int, int]
@@ -175,6 +180,9 @@ def test_amx_assembly_keeps_accumulators_in_tiles() -> None:
         # no tile or vector register goes through the stack (a general-purpose register
         # reload, when LLVM runs short of them, is one L1 load per 64+ cycles of tile work)
         assert [s for s in loop.stack_accesses() if "mm" in s] == []
+    # each accumulator starts from its own tilezero: a copy of one zero tile to the others
+    # would go through the stack
+    assert not re.search(r"tileloadd\s+-?\d*\(%rsp", code)
 
 
 def test_amx_code_refuses_to_run_without_amx(monkeypatch) -> None:

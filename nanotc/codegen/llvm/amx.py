@@ -110,10 +110,15 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
     def k_loop(init: list[ir.Value]) -> list[ir.Value]:
         return carried_loop(b, 0, chunks, 1, init, chunk, name="chunk", unroll=False)
 
+    def from_zero() -> list[ir.Value]:
+        # a tilezero per accumulator: a copy between tile registers would go through memory
+        zeros = [intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS]) for _ in range(4)]
+        return k_loop(zeros)
+
     c: MemrefValue = e.value(inst.c)
+    accumulate = b.icmp_signed("!=", e.index_value(inst.accumulate), const(0))
     if not _direct_c(inst, c):
-        zero = intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS])
-        _epilogue(e, inst, k_loop([zero] * 4))
+        _epilogue(e, inst, from_zero(), accumulate)
         return
     full = b.and_(
         b.icmp_signed("==", e.index_value(inst.rows), const(2 * PANEL)),
@@ -123,12 +128,19 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
         with whole:  # accumulate onto C's own tiles: no buffer, no vector pass
             ld = mul(b, c.stride[1], F32_BYTES)
             corners = [_c_tile(b, c, index) for index in range(4)]
-            loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
-            for p, tile in zip(corners, k_loop(loaded)):
-                _store(b, [_ROWS, _COLS], p, ld, tile)
+            with b.if_else(accumulate, likely=True) as (add, overwrite):
+                with add:
+                    loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
+                    _store_c(b, corners, ld, k_loop(loaded))
+                with overwrite:
+                    _store_c(b, corners, ld, from_zero())
         with edge:
-            zero = intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS])
-            _epilogue(e, inst, k_loop([zero] * 4))
+            _epilogue(e, inst, from_zero(), accumulate)
+
+
+def _store_c(b: ir.IRBuilder, corners: list[ir.Value], ld: ir.Value, acc: list[ir.Value]) -> None:
+    for p, tile in zip(corners, acc):
+        _store(b, [_ROWS, _COLS], p, ld, tile)
 
 
 def _direct_c(inst: AmxGemm, c: MemrefValue) -> bool:
@@ -144,9 +156,12 @@ def _c_tile(b: ir.IRBuilder, c: MemrefValue, index: int) -> ir.Value:
     return element_ptr(b, c.ptr, ScalarType.F32, offset)
 
 
-def _epilogue(e: FunctionEmitter, inst: TileAmxGemm, acc: list[ir.Value]) -> None:
+def _epilogue(
+    e: FunctionEmitter, inst: TileAmxGemm, acc: list[ir.Value], accumulate: ir.Value
+) -> None:
     """The 32 x 32 f32 tile block goes to a stack buffer (column-major: a tile row is a
-    column segment of C), then C[:rows, :cols] += alpha * block with masked vectors."""
+    column segment of C), then C[:rows, :cols] := alpha * block (+ C where `accumulate`)
+    with masked vectors."""
     b = e.b
     block = _stack_block(e, 32 * 32)
     for index, tile in enumerate(acc):
@@ -154,7 +169,12 @@ def _epilogue(e: FunctionEmitter, inst: TileAmxGemm, acc: list[ir.Value]) -> Non
         ptr = element_ptr(b, block, ScalarType.F32, n_tile * PANEL * 32 + m_tile * PANEL)
         _store(b, [_ROWS, _COLS], ptr, 32 * F32_BYTES, tile)
     rows, cols = e.index_value(inst.rows), e.index_value(inst.cols)
-    _add_block(e, inst, e.value(inst.c), _Buffer(block, 32, rows, cols, 2), (0, 0), read_c=True)
+    buffer = _Buffer(block, 32, rows, cols, 2)
+    with b.if_else(accumulate, likely=True) as (add, overwrite):
+        with add:
+            _add_block(e, inst, e.value(inst.c), buffer, (0, 0), read_c=True)
+        with overwrite:
+            _add_block(e, inst, e.value(inst.c), buffer, (0, 0), read_c=False)
 
 
 def _stack_block(e: FunctionEmitter, floats: int) -> ir.Value:
