@@ -7,12 +7,16 @@ segment of C. Both operands are packed into zero-padded 16-row panels in chunks 
 every tile is a full 16 x 64 bytes and one tile configuration serves the whole kernel:
 
     C := beta * C   (not for beta 0 or 1: beta 0 has the first K block write C unread)
-    for jc in N step nc:
-      for pc in K step kc:
-        pack op(B)[pc:, jc:]^T as AMX row panels
-        for ic in M step mc:
-          pack op(A)[ic:, pc:] as AMX VNNI panels
+    for pc in K step kc:
+      for ic in M step mc:
+        pack op(A)[ic:, pc:] as AMX VNNI panels           (mc x kc: 1 MiB, kept in L2)
+        for jc in N step nc:
+          pack op(B)[pc:, jc:]^T as AMX row panels        (nc x kc: 128 KiB)
           for each 32 x 32 block of C: tile.amx_gemm (2 x 2 accumulator tiles)
+
+Each operand is read from memory once per K block (B once per mc rows), and neither packed
+block leaves L2: with op(B) packed whole per K block instead (1024 columns, 2 MiB), its panels
+went out to L3 and back, and the MLP layers ran 1.09-1.15x slower.
 
 Small static gemms (C at most 64 x 64, K at most 128) skip the blocking and most of the
 packing, whose cost would dwarf their few tile multiplies: only op(A) is interleaved into
@@ -40,9 +44,11 @@ from nanotc.targets import Target
 PANEL = 16  # rows of an AMX tile
 CHUNK = 32  # bf16 values of K in one tile row (64 bytes)
 BLOCK = 32  # rows and columns of C per kernel: 2 x 2 accumulator tiles
-# kc: a C block is loaded and stored once per K block, so long K blocks pay (1024 ran 1.1x
-# faster than 512 on the MLP layers, although the B panel pair then streams from L2)
-KC, MC, NC = 1024, 256, 1024
+# kc: a C block is loaded and stored once per K block, so long K blocks pay (1024 ran 1.06-1.15x
+# faster than 512 on the MLP layers, although the panel pairs then stream from L2); mc: B is
+# packed once per mc rows (512 ran 1.1-1.2x faster than 384); nc 64 ran as fast as 32 and
+# 1.03-1.1x faster than 96 and 128
+KC, MC, NC = 1024, 512, 64
 
 
 SMALL = 32 * 32 * 32  # static gemms below this many multiply-adds use vector nanokernels
@@ -183,20 +189,19 @@ def tile_gemm_amx(g: Gemm, target: Target, path: AmxPath) -> list[Instruction]:
     _scale(b, g, ek)
     a_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [mc * kc]))
     b_pack = b.alloca(MemRefType.packed(ScalarType.BF16, [nc * kc]))
-    with b.for_(0, en, nc) as (outer, jc):
-        nb = block_extent(outer, en, jc, nc)
-        with outer.for_(0, ek, kc) as (middle, pc):
-            kb = block_extent(middle, ek, pc, kc)
-            chunks = middle.index(BinaryOp.DIV, middle.index(BinaryOp.ADD, kb, CHUNK - 1), CHUNK)
-            middle.add(TilePackAmx, trans=_flip(g.trans_b), source=g.b, row=jc, col=pc,
-                       rows=nb, cols=kb, target=b_pack, panel=PANEL)  # fmt: skip
-            with middle.for_(0, em, mc) as (inner, ic):
-                mb = block_extent(inner, em, ic, mc)
-                inner.add(TilePackAmx, trans=g.trans_a, pairs=True, source=g.a, row=ic, col=pc,
-                          rows=mb, cols=kb, target=a_pack, panel=PANEL)  # fmt: skip
-                _blocks(
-                    inner, g, (a_pack, b_pack), (ic, jc, mb, nb), chunks, _accumulate(inner, g, pc)
-                )
+    with b.for_(0, ek, kc) as (outer, pc):
+        kb = block_extent(outer, ek, pc, kc)
+        chunks = outer.index(BinaryOp.DIV, outer.index(BinaryOp.ADD, kb, CHUNK - 1), CHUNK)
+        accumulate = _accumulate(outer, g, pc)
+        with outer.for_(0, em, mc) as (middle, ic):
+            mb = block_extent(middle, em, ic, mc)
+            middle.add(TilePackAmx, trans=g.trans_a, pairs=True, source=g.a, row=ic, col=pc,
+                       rows=mb, cols=kb, target=a_pack, panel=PANEL)  # fmt: skip
+            with middle.for_(0, en, nc) as (inner, jc):
+                nb = block_extent(inner, en, jc, nc)
+                inner.add(TilePackAmx, trans=_flip(g.trans_b), source=g.b, row=jc, col=pc,
+                          rows=nb, cols=kb, target=b_pack, panel=PANEL)  # fmt: skip
+                _blocks(inner, g, (a_pack, b_pack), (ic, jc, mb, nb), chunks, accumulate)
     return b.region.instructions
 
 

@@ -82,7 +82,8 @@ def test_amx_gemm_matches_reference(
 
 @pytest.mark.skipif(not AMX_HOST, reason="this host has no AMX")
 @pytest.mark.parametrize(
-    "shape", [(64, 64, 64), (300, 65, 513), (40, 33, 1100), (9, 7, 0)],
+    "shape",
+    [(64, 64, 64), (300, 65, 513), (40, 33, 1100), (9, 7, 0)],
     ids=lambda s: "x".join(map(str, s)),
 )
 def test_amx_gemm_with_dynamic_sizes(shape: tuple[int, int, int], rng) -> None:
@@ -183,6 +184,30 @@ def test_amx_assembly_keeps_accumulators_in_tiles() -> None:
     # each accumulator starts from its own tilezero: a copy of one zero tile to the others
     # would go through the stack
     assert not re.search(r"tileloadd\s+-?\d*\(%rsp", code)
+
+
+def test_packed_blocks_stay_within_l2() -> None:
+    """The MLP layer's loop nest: op(A)'s VNNI block is packed once per K block and row block,
+    outside the loop over column blocks that packs op(B), and both packed blocks together
+    take at most 1.25 MiB (L2 holds them while C streams)."""
+    tiled = nanotc.compile(gemm_text(512, 1024, 1024, "n", "n", "f32", True)).tiled()
+    packs = re.findall(r"alloca -> memref<bf16x(\d+)>", tiled)
+    assert len(packs) == 2 and 2 * sum(map(int, packs)) <= 1.25 * 2**20
+
+    def depth(instruction: str) -> int:
+        (line,) = [line for line in tiled.splitlines() if instruction in line]
+        return len(line) - len(line.lstrip())
+
+    assert depth("tile.pack_amx.n.pairs") < depth("tile.pack_amx.t") < depth("tile.amx_gemm")
+
+
+def test_beta_zero_overwrites_c_in_the_first_k_block() -> None:
+    """No pass zeroes C before the K blocks when K is static: the first block's accumulate
+    operand is 0 (min(pc, 1))."""
+    text = gemm_text(300, 65, 2100, "n", "n", "f32", False).replace("%beta,", "0.0,")
+    tiled = nanotc.compile(text).tiled()
+    assert "tile.scale" not in tiled
+    assert re.search(r"accumulate %\d+", tiled) and re.search(r"tile\.min %\d+, 1\b", tiled)
 
 
 def test_amx_code_refuses_to_run_without_amx(monkeypatch) -> None:
