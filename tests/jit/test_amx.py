@@ -34,6 +34,7 @@ SHAPES = {
     (17, 40, 600): "tile.amx_gemm",
     (300, 65, 513): "tile.amx_gemm",
     (40, 33, 1100): "tile.amx_gemm",  # two K blocks, the second partial
+    (530, 70, 1030): "tile.amx_gemm",  # two row blocks and two K blocks, both partial
 }
 
 
