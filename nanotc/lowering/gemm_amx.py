@@ -246,13 +246,14 @@ def _panels(extent: int) -> int:
 def _scale(b: Builder, g: Gemm, ek: Index) -> None:
     """C := beta * C once before the K blocks accumulate. Beta 1 needs nothing; beta 0 only
     where K is 0 (else the first K block writes C without reading it)."""
-    if is_literal(g.beta, 1):
-        return
-    if not is_literal(g.beta, 0) or ek == 0:
-        b.add(TileScale, beta=g.beta, c=g.c)
+    if not is_literal(g.beta, 0):
+        if not is_literal(g.beta, 1):
+            b.add(TileScale, beta=g.beta, c=g.c)
     elif not isinstance(ek, int):
         empty = b.if_(b.cmp(CmpCond.EQ, ek, Constant(0, INDEX)), with_else=False)
         empty.then.add(TileScale, beta=g.beta, c=g.c)
+    elif ek == 0:
+        b.add(TileScale, beta=g.beta, c=g.c)
 
 
 def _accumulate(b: Builder, g: Gemm, pc: Value) -> Index:
