@@ -112,8 +112,7 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
 
     def from_zero() -> list[ir.Value]:
         # a tilezero per accumulator: a copy between tile registers would go through memory
-        zeros = [intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS]) for _ in range(4)]
-        return k_loop(zeros)
+        return k_loop([_tile_zero(b) for _ in range(4)])
 
     c: MemrefValue = e.value(inst.c)
     accumulate = b.icmp_signed("!=", e.index_value(inst.accumulate), const(0))
@@ -131,11 +130,24 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
             with b.if_else(accumulate, likely=True) as (add, overwrite):
                 with add:
                     loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
-                    _store_c(b, corners, ld, k_loop(loaded))
+                    add_end = b.block
                 with overwrite:
-                    _store_c(b, corners, ld, from_zero())
+                    zeros = [_tile_zero(b) for _ in corners]
+                    overwrite_end = b.block
+            start = []
+            for tile, zero in zip(loaded, zeros):
+                phi = b.phi(AMX)
+                phi.add_incoming(tile, add_end)
+                phi.add_incoming(zero, overwrite_end)
+                start.append(phi)
+            _store_c(b, corners, ld, k_loop(start))
         with edge:
             _epilogue(e, inst, from_zero(), accumulate)
+
+
+def _tile_zero(b: ir.IRBuilder) -> ir.Value:
+    """A full 16 x 64-byte tile of zeros."""
+    return intrinsic(b, "llvm.x86.tilezero.internal", AMX, [_ROWS, _COLS])
 
 
 def _store_c(b: ir.IRBuilder, corners: list[ir.Value], ld: ir.Value, acc: list[ir.Value]) -> None:
