@@ -55,6 +55,10 @@ applies beta once, then accumulates its K blocks with beta 1).
 B_b as `tile.batch_gemm`'s does. Every accumulator of C stays in a tile register across the
 whole loop, and each A_b is interleaved into VNNI rows one iteration ahead.
 
+`tile.line_lead X` is the number of elements of X before the first cache-line boundary at or
+after its first element (0 when X starts on one): where every column of a view starts at the
+same offset in its cache line, tiles of rows from there on load and store whole lines.
+
 `tile.disjoint X, Y` is true when the memory spans of the views X and Y (first to last
 element they address) do not overlap: a run-time guard for code that reorders reads of one
 past writes of the other.
@@ -274,6 +278,15 @@ class TileDisjoint(Instruction):
         return (I1,)
 
 
+class TileLineLead(Instruction):
+    name = "tile.line_lead"
+    source = operand()
+    syntax = "$source : type($source)"
+
+    def result_types(self) -> Sequence[Type]:
+        return (INDEX,)
+
+
 class TileMin(Instruction):
     name = "tile.min"
     lhs = operand(**_INDEX)
@@ -286,5 +299,5 @@ class TileMin(Instruction):
 
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint, TileAmxBatchGemm,
+    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint, TileAmxBatchGemm, TileLineLead,
 )  # fmt: skip

@@ -36,6 +36,7 @@ class Target:
     bf16_dot_rate: float = 2.0
     l1_bytes: int = 32 * 1024  # data cache per core
     l2_bytes: int = 1024 * 1024
+    line_bytes: int = 64  # cache line
 
     @property
     def bf16_gemm_by_dot(self) -> bool:

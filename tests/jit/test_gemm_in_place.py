@@ -1,14 +1,19 @@
 """The in-place paths for operands beyond the caches (K blocks of the direct path when A's K
 blocks fit half of L2; row panels of A when B does): when each is taken, its tile and K blocks, and its
 results against numpy for f32 and f64, transposed B, alpha and beta (beta 0 never reading C),
-M and N tails and unequal K blocks, on every target."""
+M and N tails and unequal K blocks, on every target; row panels starting on a cache line
+whatever the arrays' offsets."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nanotc.ir.types import ScalarType
+import nanotc
+from nanotc.ir.builder import FunctionBuilder
+from nanotc.ir.core import Program
+from nanotc.ir.tile import TileLineLead
+from nanotc.ir.types import DYNAMIC, INDEX, MemRefType, ScalarType
 from nanotc.lowering.gemm_in_place import k_block_depth, panel_depth
 from nanotc.lowering.register_tile import (
     RegisterTile,
@@ -20,7 +25,7 @@ from nanotc.lowering.register_tile import (
 from nanotc.targets import get
 
 from .helpers import compiled
-from .test_gemm_blocked import check, expected, gemm_text, operands, path_of
+from .test_gemm_blocked import DTYPES, check, expected, gemm_text, operands, path_of
 
 # M, N, K with no extent a whole tile or block
 SHAPES = {
@@ -130,3 +135,55 @@ def test_k_blocks_keep_the_b_panel_within_l1() -> None:
 def test_k_within_one_row_panel_block_stays_whole() -> None:
     tile = RegisterTile(3, 8, 16)
     assert panel_depth(get("avx512"), tile, 4, 100) == 100
+
+
+def at_line_offset(array: np.ndarray, elements: int) -> np.ndarray:
+    """A Fortran-ordered copy of `array` starting `elements` elements past a 64-byte line."""
+    size = array.itemsize
+    buffer = np.empty(array.size + 2 * 64 // size, array.dtype)
+    start = (-buffer.ctypes.data % 64) // size + elements
+    out = buffer[start : start + array.size].reshape(array.shape, order="F")
+    out[...] = array
+    return out
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_row_panels_start_on_a_cache_line(ty: str, rng) -> None:
+    """Where every column of A and of C starts at the same offset in its line (M a whole
+    number of lines), the panels start at A's first line boundary, found at run time: any
+    offset of A, and of C apart from it, gives numpy's result."""
+    m, n, k = 624, 45, 467  # 624 rows: 39 lines of f32, 78 of f64
+    compilation = compiled(gemm_text(ty, "n", "n", shapes_of("n", "n", m, n, k)))
+    tiled = compilation.tiled()
+    assert path_of(tiled, m) == "panels" and "tile.line_lead %A" in tiled
+    a, b, c = operands(rng, ty, "n", "n", m, n, k)
+    want = expected(a, b, c, "n", "n", 1.5, -1.0)
+    per_line = 64 // a.itemsize
+    for a_offset, c_offset in [(0, 0), (1, 1), (per_line - 1, 0), (per_line // 2, 3)]:
+        a_at, c_at = at_line_offset(a, a_offset), at_line_offset(c, c_offset)
+        compilation["k"](1.5, a_at, b, -1.0, c_at, group_size=1)
+        check(c_at, want, ty, k)
+
+
+def test_row_panels_of_columns_off_lines_are_not_shifted() -> None:
+    """611 rows of f32 are not a whole number of lines: columns start at different offsets,
+    and no panel start would suit them all."""
+    m, n, k = SHAPES["panels"]
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k))).tiled()
+    assert path_of(tiled, m) == "panels" and "tile.line_lead" not in tiled
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_line_lead_counts_the_elements_before_a_line_boundary(ty: str) -> None:
+    element = ScalarType(ty)
+    f = FunctionBuilder(
+        "lead", x=MemRefType.packed(element, [DYNAMIC]), out=MemRefType.packed(INDEX, [1])
+    )
+    f.body.store(f.body.add(TileLineLead, source=f.args["x"]), f.args["out"], [0])
+    lead = nanotc.compile(Program([f.finish()]))["lead"]
+    buffer, out = np.zeros(64, DTYPES[ty]), np.zeros(1, np.int64)
+    per_line = 64 // element.size
+    for start in range(2 * per_line):
+        view = buffer[start:]
+        lead(view, out, group_size=1)
+        assert out[0] == (-view.ctypes.data % 64) // element.size < per_line

@@ -105,7 +105,9 @@ def test_in_place_site_and_its_tile_override(shape: tuple[int, int, int], path: 
     (site,) = gemm_sites(nanotc.load(text).function("k"), AVX2)
     assert site.signature.path == path and site.analytical.blocking is None
     tuned = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: GemmChoice((2, 4))}))
-    assert tiles_of(tuned.tiled()) == {"16 x 4"}
+    # row panels start on a cache line: the rows around them take one-vector tiles as wide
+    edges = {"8 x 4"} if path == "panels" else set()
+    assert tiles_of(tuned.tiled()) == {"16 x 4"} | edges
 
 
 def test_gemm_sites_of_a_kernel() -> None:

@@ -45,7 +45,7 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
 )
-from nanotc.ir.tile import TileDisjoint, TilePrefetch
+from nanotc.ir.tile import TileDisjoint, TileLineLead, TilePrefetch
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Constant, Value
 
@@ -135,6 +135,16 @@ def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
         for byte in [*range(0, rows * size, CACHE_LINE_BYTES), rows * size - 1]:
             offset = ir.Constant(I64, j * stride * size + byte)
             prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
+
+
+@emits(TileLineLead)
+def _line_lead(e: FunctionEmitter, inst: TileLineLead) -> None:
+    b = e.b
+    view: MemrefValue = e.value(inst.source)
+    address = b.ptrtoint(view.ptr, I64)
+    to_boundary = b.and_(b.neg(address), ir.Constant(I64, e.state.target.line_bytes - 1))
+    size = ir.Constant(I64, view.type.element.size)
+    e.define(inst.result, b.udiv(to_boundary, size))
 
 
 @emits(TileDisjoint)
