@@ -13,6 +13,15 @@ parser does not accept them.
 with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vector length,
 `rows <= mr`, the rows beyond `rows` masked off) held in vector registers for the whole K loop.
 
+`tile.row_dots` computes the last few rows of C (`rows`, at most 4) as dot products along K:
+
+    C[row + r, col + j] := alpha * sum over k of a[r * K + k] * op(B)[k, col + j]
+                           + beta * C[row + r, col + j]      (r < rows, j < cols)
+
+from `a`, those rows of op(A) packed whole (`tile.pack` with panels of one row), and op(B)'s
+columns where they lie (K contiguous). Its vectors run along K, so a remainder of one row
+costs a sixteenth of the masked register tile it replaces.
+
 `tile.batch_gemm` is the batch-reduce form: the same tile accumulates
 `sum over b in [start, stop) step s of op(A_b) * op(B_b)` before alpha and beta are applied
 once; A_b and B_b are computed by its region (index b as parameter), which ends with
@@ -129,6 +138,25 @@ class TileGemm(Instruction):
     syntax = (
         "{trans_a}{trans_b}{atomic} $alpha , $a , $b , $beta , $c [ $row , $col ] "
         "rows $rows tile {mr} x {nr} : " + _TILE_TYPES
+    )
+
+
+class TileRowDots(Instruction):
+    name = "tile.row_dots"
+    kind = Kind.COLLECTIVE
+    trans_b = attribute(Suffix(Transpose))
+    alpha = operand(ConstKind.NUMBER)
+    a = operand()
+    b = operand()
+    beta = operand(ConstKind.NUMBER)
+    c = operand()
+    row = operand(**_INDEX)
+    col = operand(**_INDEX)
+    rows = attribute(IntAttr())
+    cols = attribute(IntAttr())
+    syntax = (
+        "{trans_b} $alpha , $a , $b , $beta , $c [ $row , $col ] rows {rows} cols {cols} : "
+        + _TILE_TYPES
     )
 
 
@@ -300,4 +328,5 @@ class TileMin(Instruction):
 TILE_DIALECT: tuple[type[Instruction], ...] = (
     TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
     TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint, TileAmxBatchGemm, TileLineLead,
+    TileRowDots,
 )  # fmt: skip

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
-from nanotc.ir.tile import TileGemm, TileMin
+from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileRowDots
 from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
@@ -30,6 +30,8 @@ from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
 
 NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
+DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
+DOT_DEPTH = 64  # the least K for them
 Index = int | Value  # a static position or size, or an index value
 
 
@@ -76,8 +78,51 @@ def tile_gemm(
     reserved = epilogue_registers(g.alpha, g.beta) + operand_registers(g, target)
     extents = gemm_extents(g)
     sig = gemm_signature(g, DIRECT, extents, reserved)
-    tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
-    return tile_output(g.c, extents, target, micro, reserved, tile)
+    dots = dot_rows(g, target)
+    m, n, k = extents
+    tiled = extents if not dots else (m - dots, n, k)  # type: ignore[operator]
+    tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
+    if not dots:
+        return tile_output(g.c, extents, target, micro, reserved, tile)
+    assert m is not None and n is not None and k is not None
+    return _tiles_and_row_dots(g, tile, micro, dots)
+
+
+def dot_rows(g: Gemm, target: Target) -> int:
+    """The rows of C left to `tile.row_dots` (0: none): a static M's last M mod lanes rows
+    when they are at most DOT_ROWS, for one floating-point type throughout, K at least
+    DOT_DEPTH (the sums across lanes at the end then cost little) and op(B)'s columns
+    contiguous along K."""
+    m, n, k = gemm_extents(g)
+    element = g.c.type.element
+    if m is None or n is None or k is None or k < DOT_DEPTH or g.atomic:
+        return 0
+    if not (g.a.type.element is g.b.type.element is element):
+        return 0
+    along_k = g.b.type.stride[0 if g.trans_b is Transpose.N else 1]
+    rows = m % target.lanes(element)
+    return rows if along_k == 1 and rows <= DOT_ROWS and rows < m else 0
+
+
+def _tiles_and_row_dots(
+    g: Gemm, tile: RegisterTile, micro: MicroFactory, dots: int
+) -> list[Instruction]:
+    """Register tiles over C's first M - dots rows; per column block of them, the last
+    `dots` rows as dot products, while that block's B panel is in cache."""
+    m, n, k = gemm_extents(g)
+    assert m is not None and n is not None and k is not None
+    b = Builder(Region())
+    first = m - dots
+    rows = b.alloca(MemRefType.packed(g.c.type.element, [dots * k]))
+    b.add(TilePack, trans=g.trans_a, source=g.a, row=first, col=0, rows=dots, cols=k,
+          target=rows, panel=1)  # fmt: skip
+
+    def row_dots(body: Builder, col: Index, width: int) -> None:
+        body.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=rows, b=g.b, beta=g.beta,
+                 c=g.c, row=first, col=col, rows=dots, cols=width)  # fmt: skip
+
+    _static_columns(b, _Tiler(tile, first, micro, row_dots), n)
+    return b.region.instructions
 
 
 def epilogue_registers(alpha: Value, beta: Value) -> int:
@@ -130,14 +175,21 @@ def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroF
 
 
 class _Tiler:
-    """Emits the row tiles of one column block."""
+    """Emits the row tiles of one column block (then `after` for the block, if given)."""
 
-    def __init__(self, tile: RegisterTile, m: Index, micro: MicroFactory):
+    def __init__(self, tile: RegisterTile, m: Index, micro: MicroFactory,
+                 after: Callable[[Builder, Index, int], None] | None = None):  # fmt: skip
         self.tile = tile
         self.m = m
         self.micro = micro
+        self.after = after
 
     def rows(self, b: Builder, col: Index, width: int) -> None:
+        self._row_tiles(b, col, width)
+        if self.after is not None:
+            self.after(b, col, width)
+
+    def _row_tiles(self, b: Builder, col: Index, width: int) -> None:
         mr = self.tile.mr
         if isinstance(self.m, int):
             full, tail = divmod(self.m, mr)

@@ -19,6 +19,7 @@ from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emit
     memory,
     nanokernel,
     packing,
+    row_dots,
     scalar,
 )
 from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState
