@@ -36,7 +36,7 @@ from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileLineLead, TileScale
-from nanotc.ir.types import INDEX
+from nanotc.ir.types import INDEX, MemRefType
 from nanotc.ir.values import Constant
 from nanotc.lowering.choices import (
     DEFAULT_OPTIONS,
@@ -52,7 +52,13 @@ from nanotc.lowering.gemm_blocked import (
     blocked_reserved,
     first_block_writes_c,
 )
-from nanotc.lowering.gemm_tiles import Index, gemm_extents, tile_block
+from nanotc.lowering.gemm_tiles import (
+    Index,
+    dot_rows,
+    gemm_extents,
+    row_dots_after,
+    tile_block,
+)
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.lowering.register_tile import RegisterTile, choose, choose_tall
 from nanotc.targets import Target
@@ -123,7 +129,7 @@ def tile_gemm_in_place(
     if not first_block_writes_c(g):
         b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     if path == K_BLOCKS:
-        _k_blocks(b, g, tile, 0, m, kc)
+        _k_blocks(b, g, tile, 0, m, kc, dot_rows(g, target))
         return b.region.instructions
     if _columns_share_line_offset(g, target) and m >= 2 * tile.mr:
         _line_aligned_panels(b, g, tile, kc)
@@ -168,10 +174,13 @@ def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int) -> No
     _k_blocks(tail.then, g, edge, end, rest, kc)
 
 
-def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, kc: int) -> None:
-    """All tiles of the `rows` x N block of C at `row`, K block by K block."""
+def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, kc: int,
+              dots: int = 0) -> None:  # fmt: skip
+    """All tiles of the `rows` x N block of C at `row`, K block by K block; its last `dots`
+    rows as dot products (`tile.row_dots`)."""
     _, n, k = gemm_extents(g)
     assert n is not None and k is not None
+    buffer = b.alloca(MemRefType.packed(g.c.type.element, [dots * kc])) if dots else None
     with b.for_(0, k, kc) as (body, pc):
         kb = block_extent(body, k, pc, kc)
         beta = block_beta(body, g, pc, k, kc)
@@ -185,7 +194,12 @@ def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, 
                 a=a, b=bk, beta=beta, c=c, row=r, col=col, rows=count, mr=mr, nr=nr,
             )  # fmt: skip
 
-        tile_block(body, tile, rows, n, micro)
+        if buffer is None:
+            tile_block(body, tile, rows, n, micro)
+        else:
+            assert isinstance(rows, int)
+            hook = row_dots_after(body, g, (a, bk, c, buffer), (rows - dots, 0, kb), beta)
+            tile_block(body, tile, rows - dots, n, micro, hook)
 
 
 def _stored(trans: Transpose, row: Index, col: Index) -> list[Index]:

@@ -112,17 +112,30 @@ def _tiles_and_row_dots(
     m, n, k = gemm_extents(g)
     assert m is not None and n is not None and k is not None
     b = Builder(Region())
-    first = m - dots
     rows = b.alloca(MemRefType.packed(g.c.type.element, [dots * k]))
-    b.add(TilePack, trans=g.trans_a, source=g.a, row=first, col=0, rows=dots, cols=k,
+    hook = row_dots_after(b, g, (g.a, g.b, g.c, rows), (m - dots, 0, k), g.beta)
+    _static_columns(b, _Tiler(tile, m - dots, micro, hook), n)
+    return b.region.instructions
+
+
+def row_dots_after(
+    b: Builder, g: Gemm, views: tuple[Value, Value, Value, Value], at: tuple[int, Index, Index],
+    beta: Value,
+) -> ColumnHook:  # fmt: skip
+    """Packs the rows of op(A) (`views`: A, B and C of one K block, and the buffer) from row
+    `at[0]` over the K block at `at[1]` of length `at[2]`, and returns the column hook that
+    takes those rows of C as dot products."""
+    a, b_view, c, rows = views
+    first, pc, kb = at
+    dots = c.type.shape[0] - first
+    b.add(TilePack, trans=g.trans_a, source=a, row=first, col=pc, rows=dots, cols=kb,
           target=rows, panel=1)  # fmt: skip
 
-    def row_dots(body: Builder, col: Index, width: int) -> None:
-        body.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=rows, b=g.b, beta=g.beta,
-                 c=g.c, row=first, col=col, rows=dots, cols=width)  # fmt: skip
+    def hook(body: Builder, col: Index, width: int) -> None:
+        body.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=rows, b=b_view, beta=beta,
+                 c=c, row=first, col=col, rows=dots, cols=width)  # fmt: skip
 
-    _static_columns(b, _Tiler(tile, first, micro, row_dots), n)
-    return b.region.instructions
+    return hook
 
 
 def epilogue_registers(alpha: Value, beta: Value) -> int:
@@ -165,9 +178,15 @@ def tile_output(
     return b.region.instructions
 
 
-def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory) -> None:
-    """Cover an m x n block with register tiles of one shape and its remainder kernels."""
-    tiler = _Tiler(tile, m, micro)
+ColumnHook = Callable[[Builder, Index, int], None]
+"""Emits something for one column block: (builder, col, width)."""
+
+
+def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory,
+               after: ColumnHook | None = None) -> None:  # fmt: skip
+    """Cover an m x n block with register tiles of one shape and its remainder kernels (then
+    `after` for each column block of them)."""
+    tiler = _Tiler(tile, m, micro, after)
     if isinstance(n, int):
         _static_columns(b, tiler, n)
     else:
@@ -178,7 +197,7 @@ class _Tiler:
     """Emits the row tiles of one column block (then `after` for the block, if given)."""
 
     def __init__(self, tile: RegisterTile, m: Index, micro: MicroFactory,
-                 after: Callable[[Builder, Index, int], None] | None = None):  # fmt: skip
+                 after: ColumnHook | None = None):  # fmt: skip
         self.tile = tile
         self.m = m
         self.micro = micro

@@ -118,3 +118,14 @@ def test_literal_alpha_and_beta(alpha: str, beta: str, rng) -> None:
     want = float(alpha) * (x.astype(np.float64) @ y) + (0.5 if beta == "1.0" else 0.0)
     compilation["k"](x, y, z, group_size=1)
     check(z, want, "f32", 100)
+
+
+@pytest.mark.parametrize("k", [1024, 1000])
+def test_k_blocks_path(k: int, rng) -> None:
+    """The K-blocks path packs the rows per K block and takes each block's beta; K = 1000 in
+    two blocks of 500 values: lengths known at run time, not whole vectors."""
+    m, n = 196, 256
+    tiled = compiled(gemm_text("f32", m, n, k)).tiled()
+    assert f"subview %A[0:{m}," in tiled and dot_rows(tiled) == {4}
+    for alpha, beta in [(1.0, 0.0), (-1.5, 0.5)]:
+        run("f32", m, n, k, alpha, beta, rng)

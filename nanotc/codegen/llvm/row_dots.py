@@ -17,14 +17,16 @@ from nanotc.codegen.llvm import vector as vec
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import (
     add,
+    as_value,
     carried_loop,
     convert,
     element_ptr,
     load_scalar,
     mul,
     store_scalar,
+    sub,
 )
-from nanotc.codegen.llvm.types import I32, Dim, MemrefValue, register_type
+from nanotc.codegen.llvm.types import I32, Dim, MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileRowDots
 from nanotc.ir.values import is_literal
@@ -34,7 +36,6 @@ from nanotc.ir.values import is_literal
 def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
     b_view: MemrefValue = e.value(inst.b)
     depth = b_view.shape[0 if inst.trans_b is Transpose.N else 1]
-    assert isinstance(depth, int)
     # the accumulators of as many columns as the registers hold beside op(A)'s rows, a vector
     # of B and one spare
     width = max(1, (e.state.target.vector_registers - inst.rows - 2) // inst.rows)
@@ -45,7 +46,7 @@ def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
 
 
 def _dot_products(
-    e: FunctionEmitter, inst: TileRowDots, depth: int, columns: range
+    e: FunctionEmitter, inst: TileRowDots, depth: Dim, columns: range
 ) -> list[list[ir.Value]]:
     """sum over k of a[r, k] * op(B)[k, col + j] for each row r and column j in `columns`."""
     b = e.b
@@ -62,8 +63,8 @@ def _dot_products(
 
     def step(k: Dim, acc: list[ir.Value], mask: ir.Value | None) -> list[ir.Value]:
         a_rows = [
-            vec.load(b, t, element_ptr(b, rows_ptr, element, add(b, r * depth, k)), mask, size)
-            for r in range(inst.rows)
+            vec.load(b, t, element_ptr(b, rows_ptr, element, row_start), mask, size)
+            for row_start in (add(b, mul(b, r, depth), k) for r in range(inst.rows))
         ]
         out = list(acc)
         for j, column in enumerate(b_columns):
@@ -74,10 +75,17 @@ def _dot_products(
         return out
 
     init = [vec.zeros(t)] * (inst.rows * len(b_columns))
-    whole = depth // lanes * lanes
+    whole: Dim  # the K values in whole vectors
+    if isinstance(depth, int):
+        whole = depth // lanes * lanes
+    else:
+        whole = b.mul(b.udiv(depth, const(lanes)), const(lanes))
     acc = carried_loop(b, 0, whole, lanes, init, lambda k, a: step(k, a, None), name="dot")
-    if whole < depth:
-        acc = step(whole, acc, vec.static_mask(lanes, depth - whole))
+    if isinstance(depth, int):
+        if whole < depth:
+            acc = step(whole, acc, vec.static_mask(lanes, depth - whole))
+    else:  # a K block of run-time length: its last vector masked, maybe to nothing
+        acc = step(whole, acc, vec.dynamic_mask(b, lanes, 0, as_value(b, sub(b, depth, whole))))
     return [
         [_lane_sum(b, acc[r * len(b_columns) + j]) for j in range(len(b_columns))]
         for r in range(inst.rows)
