@@ -23,12 +23,13 @@ from nanotc.codegen.llvm.helpers import (
     carried_loop,
     convert,
     element_ptr,
+    for_range,
     load_scalar,
     mul,
     store_scalar,
     sub,
 )
-from nanotc.codegen.llvm.types import I32, Dim, MemrefValue, const, register_type
+from nanotc.codegen.llvm.types import I32, I64, PTR, Dim, MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileRowDots
 from nanotc.ir.values import is_literal
@@ -43,14 +44,15 @@ def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
     width = max(1, (e.state.target.vector_registers - inst.rows - 2) // inst.rows)
     for first in range(0, inst.cols, width):
         columns = range(first, min(first + width, inst.cols))
-        sums = _dot_products(e, inst, depth, columns)
+        sums = _spilled(e, _dot_products(e, inst, depth, columns))
         _store(e, inst, sums, columns)
 
 
 def _dot_products(
     e: FunctionEmitter, inst: TileRowDots, depth: Dim, columns: range
-) -> list[list[ir.Value]]:
-    """sum over k of a[r, k] * op(B)[k, col + j] for each row r and column j in `columns`."""
+) -> list[_Partial]:
+    """sum over k of a[r, k] * op(B)[k, col + j] for each row r and column j in `columns`,
+    sum r * len(columns) + j, in the lanes of folded vectors."""
     b = e.b
     element = inst.c.type.element
     lanes = e.state.target.lanes(element)
@@ -82,14 +84,15 @@ def _dot_products(
         whole = depth // lanes * lanes
     else:
         whole = b.mul(b.udiv(depth, const(lanes)), const(lanes))
-    acc = carried_loop(b, 0, whole, lanes, init, lambda k, a: step(k, a, None), name="dot")
+    acc = carried_loop(
+        b, 0, whole, lanes, init, lambda k, a: step(k, a, None), name="dot", unroll=False
+    )
     if isinstance(depth, int):
         if whole < depth:
             acc = step(whole, acc, vec.static_mask(lanes, depth - whole))
     else:  # a K block of run-time length: its last vector masked, maybe to nothing
         acc = step(whole, acc, vec.dynamic_mask(b, lanes, 0, as_value(b, sub(b, depth, whole))))
-    sums = _lane_sums(b, acc)
-    return [sums[r * len(b_columns) : (r + 1) * len(b_columns)] for r in range(inst.rows)]
+    return _lane_sums(b, acc)
 
 
 class _Partial(NamedTuple):
@@ -100,11 +103,11 @@ class _Partial(NamedTuple):
     owners: list[int | None]
 
 
-def _lane_sums(b: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
-    """The sum of each vector's lanes. Vectors are folded in pairs: each step adds the two
-    halves of every segment of two vectors into one vector (two shuffles and an add for
-    two), until every lane holds one whole sum: about 3 instructions per sum where folding
-    each vector alone takes 8."""
+def _lane_sums(b: ir.IRBuilder, vectors: list[ir.Value]) -> list[_Partial]:
+    """Vectors whose lanes hold the sum of each given vector's lanes, in order (the last one
+    padded). Vectors are folded in pairs: each step adds the two halves of every segment of
+    two vectors into one vector (two shuffles and an add for two), until every lane holds
+    one whole sum: about 3 instructions per sum where folding each vector alone takes 8."""
     lanes = vectors[0].type.count
     partials = [_Partial(v, [i]) for i, v in enumerate(vectors)]
     while len(partials[0].owners) < lanes:
@@ -114,12 +117,23 @@ def _lane_sums(b: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
             y = partials[first + 1] if first + 1 < len(partials) else _padding(x, lanes)
             paired.append(_fold(b, x, y, lanes))
         partials = paired
-    sums: list[ir.Value | None] = [None] * len(vectors)
+    return partials
+
+
+def _spilled(e: FunctionEmitter, partials: list[_Partial]) -> ir.Value:
+    """The sums in a stack buffer, sum i at element i: one vector store per folded vector
+    (their owners run in order, padding last), so that C is updated in a loop."""
+    b = e.b
+    vector_type = partials[0].vector.type
+    buffer = e.state.entry.alloca(
+        ir.ArrayType(vector_type.element, len(partials) * vector_type.count)
+    )
+    buffer.align = 64
+    buffer.type = PTR
     for partial in partials:
-        for lane, owner in enumerate(partial.owners):
-            if owner is not None:
-                sums[owner] = b.extract_element(partial.vector, ir.Constant(I32, lane))
-    return [s for s in sums if s is not None]
+        at = b.gep(buffer, [ir.Constant(I64, partial.owners[0])], source_etype=vector_type.element)
+        b.store(partial.vector, at, align=4)
+    return buffer
 
 
 def _padding(like: _Partial, lanes: int) -> _Partial:
@@ -145,21 +159,23 @@ def _fold(b: ir.IRBuilder, x: _Partial, y: _Partial, lanes: int) -> _Partial:
     return _Partial(b.fadd(low, high), x.owners + y.owners)
 
 
-def _store(
-    e: FunctionEmitter, inst: TileRowDots, sums: list[list[ir.Value]], columns: range
-) -> None:
-    """C := alpha * sum + beta * C, element by element; where beta is 0 C's old value is not
-    used (a NaN there does not leak)."""
+def _store(e: FunctionEmitter, inst: TileRowDots, sums: ir.Value, columns: range) -> None:
+    """C := alpha * sum + beta * C for the rows and `columns`, in a loop over the columns
+    (sum r * len(columns) + j at element r * len(columns) + j of `sums`); where beta is 0 C's
+    old value is not used (a NaN there does not leak)."""
     b = e.b
     c: MemrefValue = e.value(inst.c)
     element = c.type.element
     alpha = convert(b, e.value(inst.alpha), inst.alpha.type, element)
     beta = convert(b, e.value(inst.beta), inst.beta.type, element)
     row, col = e.index_value(inst.row), e.index_value(inst.col)
-    for r, row_sums in enumerate(sums):
-        for j, total in zip(columns, row_sums):
-            at = add(b, mul(b, add(b, row, r), c.stride[0]), mul(b, add(b, col, j), c.stride[1]))
+    with for_range(b, 0, len(columns), name="column") as j:
+        column = add(b, col, b.add(j, const(columns.start)))
+        for r in range(inst.rows):
+            at = add(b, mul(b, add(b, row, r), c.stride[0]), mul(b, column, c.stride[1]))
             ptr = element_ptr(b, c.ptr, element, at)
+            total = load_scalar(b, element_ptr(b, sums, element, b.add(j, const(r * len(columns)))),
+                                element)  # fmt: skip
             value = total if is_literal(inst.alpha, 1) else b.fmul(alpha, total)
             if not is_literal(inst.beta, 0):
                 value = _plus_beta_c(b, inst, value, beta, load_scalar(b, ptr, element))
