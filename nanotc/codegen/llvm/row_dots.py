@@ -57,6 +57,7 @@ def _dot_products(
     element = inst.c.type.element
     lanes = e.state.target.lanes(element)
     t, size = vec.vector_type(register_type(element), lanes), element.size
+    fused = e.state.target.fma  # else a multiply and an add, as the register tiles do
     rows_ptr = e.value(inst.a).ptr
     b_view: MemrefValue = e.value(inst.b)
     along_n = b_view.stride[1 if inst.trans_b is Transpose.N else 0]
@@ -75,7 +76,7 @@ def _dot_products(
             b_vector = vec.load(b, t, element_ptr(b, column, element, k), mask, size)
             for r, a_row in enumerate(a_rows):
                 index = r * len(b_columns) + j
-                out[index] = vec.fma(b, a_row, b_vector, out[index], True)
+                out[index] = vec.fma(b, a_row, b_vector, out[index], fused)
         return out
 
     init = [vec.zeros(t)] * (inst.rows * len(b_columns))
