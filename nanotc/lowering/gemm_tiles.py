@@ -79,13 +79,14 @@ def tile_gemm(
     extents = gemm_extents(g)
     sig = gemm_signature(g, DIRECT, extents, reserved)
     dots = dot_rows(g, target)
-    m, n, k = extents
-    tiled = extents if not dots else (m - dots, n, k)  # type: ignore[operator]
-    tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     if not dots:
+        tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
         return tile_output(g.c, extents, target, micro, reserved, tile)
-    assert m is not None and n is not None and k is not None
-    return _tiles_and_row_dots(g, tile, micro, dots)
+    m, n, k = extents
+    assert m is not None and n is not None and k is not None  # dot_rows takes static ones
+    tiled = (m - dots, n, k)
+    tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
+    return _tiles_and_row_dots(g, tile, micro, tiled)
 
 
 def dot_rows(g: Gemm, target: Target) -> int:
@@ -105,16 +106,15 @@ def dot_rows(g: Gemm, target: Target) -> int:
 
 
 def _tiles_and_row_dots(
-    g: Gemm, tile: RegisterTile, micro: MicroFactory, dots: int
+    g: Gemm, tile: RegisterTile, micro: MicroFactory, tiled: tuple[int, int, int]
 ) -> list[Instruction]:
-    """Register tiles over C's first M - dots rows; per column block of them, the last
-    `dots` rows as dot products, while that block's B panel is in cache."""
-    m, n, k = gemm_extents(g)
-    assert m is not None and n is not None and k is not None
+    """Register tiles over C's first `tiled` M rows; per column block of them, the rows
+    after as dot products, while that block's B panel is in cache."""
+    (first, n, k), m = tiled, g.c.type.shape[0]
     b = Builder(Region())
-    rows = b.alloca(MemRefType.packed(g.c.type.element, [dots * k]))
-    hook = row_dots_after(b, g, (g.a, g.b, g.c, rows), (m - dots, 0, k), g.beta)
-    _static_columns(b, _Tiler(tile, m - dots, micro, hook), n)
+    rows = b.alloca(MemRefType.packed(g.c.type.element, [(m - first) * k]))
+    hook = row_dots_after(b, g, (g.a, g.b, g.c, rows), (first, 0, k), g.beta)
+    tile_block(b, tile, first, n, micro, hook)
     return b.region.instructions
 
 
