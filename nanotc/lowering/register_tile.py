@@ -160,16 +160,40 @@ def ranked(
     reserved: int = 0,
 ) -> list[RegisterTile]:
     """The tiles that fit, fewest estimated cycles first. Ties go first to a tile as tall as
-    a static M, then to the larger tile (fewer, longer kernels): a tile as tall as C reads
-    each column of A whole and in order, which the memory-bound W2 batches stream 1.1-1.35x
-    faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident ones no slower. Not a
-    tile narrower than MIN_COLUMNS_FOR_HEIGHT: its A vectors feed too few FMAs (f64 56x9x9:
-    56 x 3 ran 0.9x of 40 x 5)."""
+    a static M, then (for a small gemm) to tiles that split N into equal column tiles, then
+    to the larger tile (fewer, longer kernels).
+
+    A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
+    batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and
+    cache-resident ones no slower. Not a tile narrower than MIN_COLUMNS_FOR_HEIGHT: its A
+    vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of 40 x 5). Equal column tiles
+    leave no narrow remainder kernel, which on a small gemm's short K loop runs its few
+    accumulators at the FMA latency bound: W2's cache-resident 32^3 (f32 32 x 8 against
+    32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran 1.05-1.1x faster."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved)
+    small = small_gemm(target, element, m, n, k)
 
-    def key(t: RegisterTile) -> tuple[float, bool, int]:
+    def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= MIN_COLUMNS_FOR_HEIGHT
-        return estimate(t, m, n, k, from_l2), not as_tall, -t.mv * t.nr
+        even = small and n is not None and _splits_evenly(n, t.nr)
+        return estimate(t, m, n, k, from_l2), not as_tall, not even, -t.mv * t.nr
 
     return sorted(options, key=key)
+
+
+def small_gemm(
+    target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None
+) -> bool:
+    """Static, and A, B and C together within a quarter of L1: a batch member whose operands
+    stream in for one short K loop each (the size `lowering.prefetch` also prefetches)."""
+    if m is None or n is None or k is None:
+        return False
+    return (m * k + k * n + m * n) * element.size <= target.l1_bytes // 4
+
+
+def _splits_evenly(n: int, nr: int) -> bool:
+    """Columns of width nr (at most n) cover n in equal tiles at least MIN_COLUMNS_FOR_HEIGHT
+    wide."""
+    width = min(nr, n)
+    return width >= MIN_COLUMNS_FOR_HEIGHT and n % width == 0

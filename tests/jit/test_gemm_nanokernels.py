@@ -14,7 +14,7 @@ import pytest
 
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.register_tile import choose
+from nanotc.lowering.register_tile import choose, small_gemm
 from nanotc.targets import get
 
 from .blas_cases import Case, run_case
@@ -361,3 +361,17 @@ def test_tile_model_prefers_tiles_as_tall_as_c_among_equals() -> None:
     assert choose(avx512, ScalarType.F64, 32, 32, 32).mr >= 32
     narrow_avoided = choose(avx512, ScalarType.F64, 56, 9, 9)  # 56 x 3 would be as tall
     assert narrow_avoided.nr >= 4
+
+
+def test_tile_model_splits_small_gemms_into_equal_column_tiles() -> None:
+    """Equal estimates on a small gemm (operands within a quarter of L1): column tiles of one
+    width, with no narrow remainder kernel (f64 16^3: 16 x 8 twice, not 16 x 12 + 16 x 4)."""
+    avx512, f32, f64 = get("avx512"), ScalarType.F32, ScalarType.F64
+    assert small_gemm(avx512, f32, 32, 32, 32) and not small_gemm(avx512, f32, 64, 64, 64)
+    assert not small_gemm(avx512, f32, 32, None, 32)
+    for element, m in ((f64, 16), (f32, 32)):
+        tile = choose(avx512, element, m, m, m)
+        assert tile.mr >= m and m % tile.nr == 0 and tile.nr >= 4, (element, tile)
+    assert choose(avx512, f32, 35, 9, 35).nr == 9  # one tile of all 9 columns
+    # beyond a quarter of L1 the larger tile keeps the tie (W3 and W1 unchanged)
+    assert choose(avx512, f32, 784, 64, 128).nr not in (4, 8, 16, 32)
