@@ -202,6 +202,14 @@ def test_packed_blocks_stay_within_l2() -> None:
     assert depth("tile.pack_amx.n.pairs") < depth("tile.pack_amx.t") < depth("tile.amx_gemm")
 
 
+def test_packs_walk_their_source_along_its_contiguous_direction() -> None:
+    """Column-major op(A) is packed chunk by chunk, the panels inner (down its columns); op(B)'s
+    row panels take its K-contiguous columns panel by panel, the chunks inner."""
+    llvm_ir = nanotc.compile(gemm_text(512, 1024, 1024, "n", "n", "f32", True)).llvm_ir
+    loops = re.findall(r"^(chunk|panel)\.header[.\d]*:", llvm_ir, re.M)
+    assert loops[:4] == ["chunk", "panel", "panel", "chunk"]  # A's pack, then B's
+
+
 def test_beta_zero_overwrites_c_in_the_first_k_block() -> None:
     """No pass zeroes C before the K blocks when K is static: the first block's accumulate
     operand is 0 (min(pc, 1))."""

