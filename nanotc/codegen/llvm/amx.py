@@ -446,12 +446,13 @@ def _block_loops(
     in order (panel-major, every panel touched all 1024 columns of the MLP layer's A, pages
     too many for the hardware prefetchers: its packing alone ran 1.2x faster this way), and
     along K where K is contiguous."""
-    if rows_contiguous:
-        with for_range(b, 0, chunks, name="chunk") as s, for_range(b, 0, panels, name="panel") as q:
-            yield q, s
-    else:
-        with for_range(b, 0, panels, name="panel") as q, for_range(b, 0, chunks, name="chunk") as s:
-            yield q, s
+    loops = [(panels, "panel"), (chunks, "chunk")]
+    outer, inner = reversed(loops) if rows_contiguous else loops
+    with (
+        for_range(b, 0, outer[0], name=outer[1]) as x,
+        for_range(b, 0, inner[0], name=inner[1]) as y,
+    ):
+        yield (y, x) if rows_contiguous else (x, y)
 
 
 class _StaticPack(NamedTuple):
