@@ -24,6 +24,7 @@ from nanotc.ir.instructions import BinaryOp, Gemm, Subview, is_group_id
 from nanotc.ir.tile import TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType
 from nanotc.ir.values import OpResult, Value
+from nanotc.lowering.register_tile import SMALL_GEMM_L1_SHARE
 from nanotc.targets import Target
 
 
@@ -54,7 +55,7 @@ def _small(g: Gemm, target: Target) -> bool:
     if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types):
         return False
     total = sum(t.shape[0] * t.shape[1] * t.element.size for t in types)
-    return total <= target.l1_bytes // 4
+    return total <= target.l1_bytes // SMALL_GEMM_L1_SHARE
 
 
 def _group_view(value: Value) -> Subview | None:

@@ -30,6 +30,7 @@ FMA_LATENCY = 4
 ASSUMED_EXTENT = 256  # stands in for a dynamic M, N or K
 L2_BYTES_PER_CYCLE = 20  # sustained from L2 into registers, per core
 MIN_COLUMNS_FOR_HEIGHT = 4
+SMALL_GEMM_L1_SHARE = 4  # a small gemm's A, B and C together fit L1 / this: a batch member
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def small_gemm(
     stream in for one short K loop each (the size `lowering.prefetch` also prefetches)."""
     if m is None or n is None or k is None:
         return False
-    return (m * k + k * n + m * n) * element.size <= target.l1_bytes // 4
+    return (m * k + k * n + m * n) * element.size <= target.l1_bytes // SMALL_GEMM_L1_SHARE
 
 
 def _splits_evenly(n: int, nr: int) -> bool:
