@@ -1,7 +1,10 @@
-"""Prefetching the next work-group's operands of small batched gemms: which gemms get it, the
-instructions it leaves, and results unchanged (the last group prefetches itself)."""
+"""Prefetching the next work-group's operands of batched gemms: which gemms get it (small and
+streamed sizes), the instructions it leaves, and results unchanged (the last group prefetches
+itself)."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -9,15 +12,23 @@ import pytest
 from .helpers import compiled
 
 
-def batched(ty: str, m: int, n: int, k: int, index: str = "%g") -> str:
-    a, b, c = f"memref<{ty}x{m}x{k}x?>", f"memref<{ty}x{k}x{n}x?>", f"memref<{ty}x{m}x{n}x?>"
-    am, bm, cm = f"memref<{ty}x{m}x{k}>", f"memref<{ty}x{k}x{n}>", f"memref<{ty}x{m}x{n}>"
+def batched(ty: str, m: int, n: int, k: int, index: str = "%g", ld: int | None = None) -> str:
+    """C_g += A_g B_g; with `ld`, A and C are the first m rows of ld-row arrays."""
+    lda = ld or m
+    a, b, c = f"memref<{ty}x{lda}x{k}x?>", f"memref<{ty}x{k}x{n}x?>", f"memref<{ty}x{lda}x{n}x?>"
+    layout = f",strided<1,{lda}>" if ld else ""
+    am, bm, cm = (
+        f"memref<{ty}x{m}x{k}{layout}>",
+        f"memref<{ty}x{k}x{n}>",
+        f"memref<{ty}x{m}x{n}{layout}>",
+    )
+    rows = f"0:{m}" if ld else ":"
     return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   %g = group_id
   %i = arith.rem %g, 2 : index
-  %a = subview %A[:,:,{index}] : {a}
+  %a = subview %A[{rows},:,{index}] : {a}
   %b = subview %B[:,:,{index}] : {b}
-  %c = subview %C[:,:,{index}] : {c}
+  %c = subview %C[{rows},:,{index}] : {c}
   gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {am}, {bm}, {ty}, {cm}
 }}"""
 
@@ -32,23 +43,51 @@ def test_small_batched_gemm_prefetches_the_next_groups_operands() -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
-    [batched("f32", 64, 64, 64), batched("f32", 16, 16, 16, index="%i")],
-    ids=["operands beyond a quarter of L1", "views not picked by the group id"],
+    ("ty", "m", "ld", "step"),
+    [("f64", 64, None, 64), ("f64", 72, 80, 80 * 8)],
+    ids=["dense block: a loop over its lines", "strided columns: a loop over the columns"],
 )
+def test_streamed_batched_gemm_prefetches_the_next_groups_operands_in_loops(
+    ty: str, m: int, ld: int | None, step: int
+) -> None:
+    """Operands beyond twice L1 (96 KiB of f64 64^3, 124 KiB of 72^3) are prefetched too, by
+    loops: 1536 or more lines would otherwise be as many instructions."""
+    compilation = compiled(batched(ty, m, m, m, ld=ld), "avx512")
+    tiled = compilation.tiled()
+    assert tiled.count("tile.prefetch ") == 2 and tiled.count("tile.prefetch.write ") == 1
+    code = compilation.assembly()
+    lines = 3 * m * m * 8 // 64
+    assert 0 < code.count("prefetch") < lines // 4
+    trips = r"prefetch\w*\t[^\n]*\n\taddq\t\$(\d+), %r\w+\n\tcmpq"  # a loop's last prefetch
+    steps = {int(x) for x in re.findall(trips, code)}
+    assert any(s % step == 0 for s in steps), steps  # whole lines or whole columns per trip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [batched("f32", 64, 64, 64), batched("f64", 192, 192, 192),
+     batched("f32", 16, 16, 16, index="%i")],
+    ids=["operands between a quarter of L1 and twice L1", "operands beyond a quarter of L2",
+         "views not picked by the group id"],
+)  # fmt: skip
 def test_no_prefetch_where_it_would_not_help(text: str) -> None:
     assert "tile.prefetch" not in compiled(text, "avx512").tiled()
 
 
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-def test_results_with_prefetching(ty: str, rng) -> None:
+@pytest.mark.parametrize(
+    ("ty", "m", "n", "k", "ld"),
+    [("f32", 20, 9, 20, None), ("f64", 20, 9, 20, None), ("f64", 64, 64, 64, None),
+     ("f64", 72, 72, 72, 80)],
+)  # fmt: skip
+def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | None, rng) -> None:
     dt = np.float32 if ty == "f32" else np.float64
-    m, n, k, batch = 20, 9, 20, 7
-    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dt))
+    batch, rows = 7, ld or m
+    a = np.asfortranarray(rng.uniform(-1, 1, (rows, k, batch)).astype(dt))
     b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(dt))
-    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(dt))
-    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-    compilation = compiled(batched(ty, m, n, k))
+    c = np.asfortranarray(rng.uniform(-1, 1, (rows, n, batch)).astype(dt))
+    want = c.copy()
+    want[:m] += np.einsum("mkb,knb->mnb", a[:m].astype(np.float64), b.astype(np.float64))
+    compilation = compiled(batched(ty, m, n, k, ld=ld))
     assert "tile.prefetch" in compilation.tiled()
     for threads in (1, 2):
         got = c.copy(order="F")

@@ -16,6 +16,7 @@ from nanotc.codegen.llvm.helpers import (
     as_value,
     div,
     element_ptr,
+    for_range,
     linear_offset,
     load_scalar,
     memref_element,
@@ -51,6 +52,8 @@ from nanotc.ir.values import Constant, Value
 
 STACK_ALLOCA_LIMIT = 64 * 1024
 """Allocas up to this size live on the stack; larger ones in the per-chunk scratch area."""
+UNROLLED_PREFETCH_LINES = 256
+"""`tile.prefetch` of up to this many lines is straight-line code; longer ones loop."""
 
 
 def _pick(static: int | None, computed: Dim) -> Dim:
@@ -123,18 +126,33 @@ def _subview(e: FunctionEmitter, inst: Subview) -> None:
 def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
     """One prefetch per cache line of each column (of the whole block when the columns are
     adjacent), at static sizes; addresses without `inbounds`, as the view may lie past the
-    array (a prefetch never faults)."""
+    array (a prefetch never faults). Beyond UNROLLED_PREFETCH_LINES the lines (of a block)
+    or the columns are walked in a loop, so large views do not grow the code."""
     view: MemrefValue = e.value(inst.source)
     rows, cols = (view.shape + (1, 1))[:2]
     stride = view.stride[1] if len(view.stride) > 1 else 0
     if stride == rows:  # dense: one block
         rows, cols = rows * cols, 1
     size = view.type.element.size
+    column_bytes = rows * size
+    lines = [*range(0, column_bytes, CACHE_LINE_BYTES), column_bytes - 1]
     b = e.b
-    for j in range(cols):
-        for byte in [*range(0, rows * size, CACHE_LINE_BYTES), rows * size - 1]:
-            offset = ir.Constant(I64, j * stride * size + byte)
-            prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
+
+    def fetch(offset: ir.Value) -> None:
+        prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
+
+    if cols * len(lines) <= UNROLLED_PREFETCH_LINES:
+        for j in range(cols):
+            for byte in lines:
+                fetch(ir.Constant(I64, j * stride * size + byte))
+    elif cols == 1:
+        with for_range(b, 0, column_bytes, CACHE_LINE_BYTES, name="line") as byte:
+            fetch(byte)
+        fetch(ir.Constant(I64, column_bytes - 1))
+    else:
+        with for_range(b, 0, cols * stride * size, stride * size, name="column") as start:
+            for byte in lines:
+                fetch(b.add(start, ir.Constant(I64, byte)))
 
 
 @emits(TileLineLead)
