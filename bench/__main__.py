@@ -1,11 +1,11 @@
-"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4] [common options]`
-(also `nanotc bench [w1 w2 w3 w4] [options]`).
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4,in-cache] [common
+options]` (also `nanotc bench [w1 w2 w3 w4 in-cache] [options]`).
 
 Each workload keeps its own defaults (W1, W2: fp32 and fp64 on 1 and 2 threads; W3: fp32 on 1
-thread) unless --threads/--dtypes are given. A workload that fails is reported with its
-traceback and the others still run; the exit status is then 1. One CSV per workload goes to
-bench/results/ (unless --no-csv; --results-dir to write elsewhere), with a PNG chart beside it
-when matplotlib is installed (unless --no-chart).
+thread; W4: bf16 on 1 and 2 threads; in-cache: fp32 and fp64 on 1 thread) unless --threads/--dtypes
+are given. A workload that fails is reported with its traceback and the others still run; the exit
+status is then 1. One CSV per workload goes to bench/results/ (unless --no-csv; --results-dir to
+write elsewhere), with a PNG chart beside it when matplotlib is installed (unless --no-chart).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import chart, harness, w1_square, w2_batched, w3_resnet, w4_bf16
+from bench import chart, harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -50,6 +50,10 @@ WORKLOADS = (
         "w4", "W4 bf16 gemm (bf16 A, B; f32 C)", "w4_bf16", (1, 2), ("f32",),
         lambda s, p: w4_bf16.run(s, p),
     ),
+    Workload(
+        "in-cache", "In-cache GEMM C += A B (one thread)", "in_cache", (1,), ("f32", "f64"),
+        lambda s, p: in_cache.run(s, p),
+    ),
 )  # fmt: skip
 
 
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workloads",
         type=harness.parse_list(str),
         default=tuple(w.name for w in WORKLOADS),
-        help="which workloads (default w1,w2,w3,w4)",
+        help="which workloads (default w1,w2,w3,w4,in-cache)",
     )
     parser.add_argument("--no-chart", action="store_true", help="do not draw PNG charts")
     parser.add_argument(
@@ -94,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes = w2_batched.notes_for(sizes, w2_batched.VARIANTS)
         elif workload.name == "w3":
             notes = w3_resnet.total_times(rows)
+        elif workload.name == "in-cache":
+            notes = [in_cache.PEAK_NOTE]
         harness.report(
             rows, workload.title, notes, None if args.no_csv else workload.csv, args.results_dir
         )

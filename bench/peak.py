@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -95,6 +96,22 @@ def measure(loop: PeakLoop, target: targets.Target, chains: int = 24, repeat: in
         fn(ITERATIONS)
         best = min(best, time.perf_counter() - start)
     return ITERATIONS * chains * loop.accumulator.count * loop.flops_per_lane / best / 1e9
+
+
+def peak_call(
+    loop: PeakLoop, target: targets.Target, unit: int = 100_000, chains: int = 24
+) -> tuple[Callable[[int], None], float]:
+    """The peak loop as a benchmark contender: a call running `reps` units of `unit`
+    iterations, and the flops of one unit (so kernels and the peak can be timed in the same
+    interleaved rounds)."""
+    native = jit.JitModule(jit.optimize(peak_module(loop, chains), target), target)
+    result = ctypes.c_float if loop.accumulator.element == F32 else ctypes.c_double
+    fn = ctypes.CFUNCTYPE(result, ctypes.c_int64)(native.address("peak"))
+
+    def call(reps: int, native: jit.JitModule = native) -> None:  # native: keeps the code alive
+        fn(reps * unit)
+
+    return call, unit * chains * loop.accumulator.count * loop.flops_per_lane
 
 
 AMX_TILE_FLOPS = 2 * 16 * 16 * 32  # one tdpbf16ps: 16 x 16 f32 += 16 x 32 by 32 x 16 bf16

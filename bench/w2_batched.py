@@ -216,12 +216,16 @@ class Case:
         return contenders
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
+def add_shape_option(parser: argparse.ArgumentParser) -> None:
     def shape(text: str) -> tuple[int, int, int]:
         m, n, k = (int(x) for x in text.lower().split("x"))
         return m, n, k
 
     parser.add_argument("--shapes", type=harness.parse_list(shape), help="MxNxK,... (M,N,K)")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    add_shape_option(parser)
     parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache")
     parser.add_argument("--working-set-mb", type=float, help="memory variant size (default 200)")
     parser.add_argument("--cache-kb", type=float, help="cache variant size (default 256)")

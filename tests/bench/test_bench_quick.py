@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench import harness, w1_square, w2_batched, w3_resnet, w4_bf16
+from bench import harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -48,6 +48,15 @@ def test_w2_batched(peers: Peers) -> None:
     assert_rates(rows)
     assert {r.variant for r in rows} == {"memory", "cache"}
     assert all(r.gbs(r.nanotc) for r in rows if r.variant == "memory")
+
+
+def test_in_cache_times_the_peak_loop_beside_the_kernels(peers: Peers) -> None:
+    rows = in_cache.run(QUICK, peers, shapes=((32, 32, 64),))
+    assert_rates(rows)
+    assert [(r.dtype, r.shape) for r in rows] == [("f32", "32x32x64"), ("f64", "32x32x64")]
+    for row in rows:
+        assert in_cache.PEAK not in row.peers  # the peak is the row's, not a peer
+        assert row.peak is not None and f"peak {row.peak:.1f}" in row.params
 
 
 def test_w3_resnet(peers: Peers) -> None:

@@ -1,0 +1,95 @@
+"""In-cache GEMM: C (M x N) += A B with operands resident in L1/L2, one thread, fp32 and fp64.
+
+The register-tiling target of the nanokernel issue: a 64 x 64 C with K = 256 (A and B 64-128
+KiB each, in L2) at >= 92% of the core's peak. One gemm is repeated `reps` times in one launch
+(`kernels.batched_repeated` on a batch of one), so neither launch overhead nor memory enters.
+
+The peak loop (`bench/peak.py`) is a contender in the same interleaved rounds as the kernels:
+on a shared machine whose clock moves by 1.5x within minutes, a peak measured once at the start
+would put the percent of peak of rows timed in another phase off by as much. Peers on the same
+arrays, where installed: libxsmm, torch, numpy (as in W2's cache variant).
+
+    python -m bench.in_cache [--shapes 64x64x256,64x64x64] [--dtypes f32]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench import harness, peak, w2_batched
+from bench.harness import Contender, Row, Settings
+from bench.peers import Peers, discover
+from nanotc import targets
+
+SHAPES = ((64, 64, 256),)
+PEAK = "peak"  # the peak loop's contender
+PRECISION = {"f32": "fp32", "f64": "fp64"}  # dtype -> peak loop
+PEAK_NOTE = "% peak: against the peak loop timed in the same rounds"
+
+
+def run(
+    settings: Settings, peers: Peers | None = None, shapes: Sequence[tuple[int, int, int]] = SHAPES
+) -> list[Row]:
+    """One row per (dtype, shape), validated then timed beside the peak loop."""
+    peers = peers if peers is not None else discover(settings.peers)
+    rng = np.random.default_rng(settings.seed)
+    sizes = w2_batched.Sizes.quick() if settings.quick else w2_batched.Sizes()
+    rows = []
+    for dtype in settings.dtypes:
+        np_dtype = harness.DTYPES[dtype]
+        for m, n, k in shapes:
+            a, b, c = (
+                np.asfortranarray(rng.uniform(-1, 1, (r, s, 1)).astype(np_dtype))
+                for r, s in ((m, k), (k, n), (m, n))
+            )
+            check = w2_batched.BatchCheck(a, b, c, rng)
+            case = w2_batched.Case("cache", dtype, 1, a, b, c, check, settings, sizes, False)
+            rows.append(_row(case, peers))
+    return rows
+
+
+def _row(case: w2_batched.Case, peers: Peers) -> Row:
+    (m, k, _), n = case.a.shape, case.b.shape[1]
+    loop = next(x for x in peak.peak_loops(targets.host()) if x.name == PRECISION[case.dtype])
+    peak_loop, peak_flops = peak.peak_call(loop, targets.host())
+    contenders = [
+        Contender("nanotc", case.nanotc_call()),
+        *case.peer_contenders(peers),
+        Contender(PEAK, peak_loop, check=lambda what: None),
+    ]
+    case.check.reset()
+    label = f"{m}x{n}x{k} {case.dtype} (in cache)"
+    timings = harness.compare(label, contenders, case.check, case.settings, case.sizes.call_seconds)
+    measured_peak = peak_flops / timings.pop(PEAK).seconds / 1e9
+    return Row(
+        workload="in-cache",
+        shape=f"{m}x{n}x{k}",
+        dtype=case.dtype,
+        threads=1,
+        flops=2.0 * m * n * k,
+        nanotc=timings.pop("nanotc"),
+        peers=timings,
+        peak=measured_peak,
+        params=f"peak {measured_peak:.1f} GFLOP/s in the same rounds",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_common_options(parser)
+    w2_batched.add_shape_option(parser)
+    args = parser.parse_args(argv)
+    settings = harness.settings_from(args, threads=(1,), dtypes=("f32", "f64"))
+    harness.preamble(settings)
+    peers = discover(settings.peers)
+    rows = run(settings, peers, args.shapes or SHAPES)
+    notes = [*peers.notes, PEAK_NOTE]
+    csv = None if args.no_csv else "in_cache"
+    harness.report(rows, "In-cache GEMM C += A B (column-major, one thread)", notes, csv)
+
+
+if __name__ == "__main__":
+    main()
