@@ -122,7 +122,9 @@ def add_bench_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "(--quick, --threads, --dtypes, --peers, --peak, --repeats, --budget, --no-csv, "
         "--no-chart, ...).",
     )
-    b.add_argument("parts", nargs="*", metavar="PART", help="w1, w2, w3, w4, in-cache (default: all)")
+    b.add_argument(
+        "parts", nargs="*", metavar="PART", help="w1, w2, w3, w4, in-cache (default: all)"
+    )
     p = sub.add_parser("peak", help="measure this machine's per-core peak GFLOP/s")
     p.set_defaults(run=cmd_peak)
 

@@ -12,14 +12,17 @@ import pytest
 from .helpers import compiled
 
 
-def batched(ty: str, m: int, n: int, k: int, index: str = "%g", ld: int | None = None) -> str:
-    """C_g += A_g B_g; with `ld`, A and C are the first m rows of ld-row arrays."""
-    lda = ld or m
-    a, b, c = f"memref<{ty}x{lda}x{k}x?>", f"memref<{ty}x{k}x{n}x?>", f"memref<{ty}x{lda}x{n}x?>"
+def batched(
+    ty: str, m: int, n: int, k: int, index: str = "%g", ld: int | None = None, inputs: str = ""
+) -> str:
+    """C_g += A_g B_g; with `ld`, A and C are the first m rows of ld-row arrays; A and B of
+    type `inputs` (default: C's)."""
+    lda, ab = ld or m, inputs or ty
+    a, b, c = f"memref<{ab}x{lda}x{k}x?>", f"memref<{ab}x{k}x{n}x?>", f"memref<{ty}x{lda}x{n}x?>"
     layout = f",strided<1,{lda}>" if ld else ""
     am, bm, cm = (
-        f"memref<{ty}x{m}x{k}{layout}>",
-        f"memref<{ty}x{k}x{n}>",
+        f"memref<{ab}x{m}x{k}{layout}>",
+        f"memref<{ab}x{k}x{n}>",
         f"memref<{ty}x{m}x{n}{layout}>",
     )
     rows = f"0:{m}" if ld else ":"
@@ -66,9 +69,9 @@ def test_streamed_batched_gemm_prefetches_the_next_groups_operands_in_loops(
 @pytest.mark.parametrize(
     "text",
     [batched("f32", 64, 64, 64), batched("f64", 192, 192, 192),
-     batched("f32", 16, 16, 16, index="%i")],
+     batched("f32", 128, 128, 128, inputs="bf16"), batched("f32", 16, 16, 16, index="%i")],
     ids=["operands between a quarter of L1 and twice L1", "operands beyond a quarter of L2",
-         "views not picked by the group id"],
+         "bf16 operands of a streamed size: packed", "views not picked by the group id"],
 )  # fmt: skip
 def test_no_prefetch_where_it_would_not_help(text: str) -> None:
     assert "tile.prefetch" not in compiled(text, "avx512").tiled()
