@@ -46,6 +46,19 @@ def test_small_batched_gemm_prefetches_the_next_groups_operands() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ty", "m", "n", "k", "distance"),
+    [("f32", 8, 8, 8, 8), ("f64", 8, 8, 8, 4), ("f32", 16, 16, 16, 2), ("f64", 16, 16, 16, 1),
+     ("f64", 64, 64, 64, 1)],
+)  # fmt: skip
+def test_the_smallest_members_prefetch_further_ahead(
+    ty: str, m: int, n: int, k: int, distance: int
+) -> None:
+    """As many members ahead as fill an eighth of L1 (6 KiB on avx512), at least one."""
+    tiled = compiled(batched(ty, m, n, k), "avx512").tiled()
+    assert re.findall(r"arith\.add %g, (\d+)", tiled) == [str(distance)]
+
+
+@pytest.mark.parametrize(
     ("ty", "m", "ld", "step"),
     [("f64", 64, None, 64), ("f64", 72, 80, 80 * 8)],
     ids=["dense block: a loop over its lines", "strided columns: a loop over the columns"],
