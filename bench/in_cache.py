@@ -53,8 +53,9 @@ def run(
 
 def _row(case: w2_batched.Case, peers: Peers) -> Row:
     (m, k, _), n = case.a.shape, case.b.shape[1]
-    loop = next(x for x in peak.peak_loops(targets.host()) if x.name == PRECISION[case.dtype])
-    peak_loop, peak_flops = peak.peak_call(loop, targets.host())
+    host = targets.host()
+    loop = next(x for x in peak.peak_loops(host) if x.name == PRECISION[case.dtype])
+    peak_loop, peak_flops = peak.peak_call(loop, host)
     contenders = [
         Contender("nanotc", case.nanotc_call()),
         *case.peer_contenders(peers),

@@ -1,4 +1,4 @@
-"""Prefetching the next work-group's operands of batched gemms on group-indexed views.
+"""Prefetching a later work-group's operands of batched gemms on group-indexed views.
 
 The language's main use is a batch of small gemms, one per work-group, on views such as
 `subview %A[:, :, %g]` with `%g = group_id`. Each gemm's operands then arrive from memory
