@@ -109,3 +109,25 @@ def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | Non
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_views_with_a_run_time_column_stride_are_prefetched(rng) -> None:
+    """A's column stride known only at run time: the prefetch addresses are computed."""
+    a_type = "memref<f32x8x8x?,strided<1,?,?>>"
+    text = f"""func @k(%A: {a_type}, %B: memref<f32x8x8x?>, %C: memref<f32x8x8x?>) {{
+  %g = group_id
+  %a = subview %A[:,:,%g] : {a_type}
+  %b = subview %B[:,:,%g] : memref<f32x8x8x?>
+  %c = subview %C[:,:,%g] : memref<f32x8x8x?>
+  gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x8x8,strided<1,?>>, memref<f32x8x8>, f32, memref<f32x8x8>
+}}"""
+    compilation = compiled(text)
+    assert compilation.tiled().count("tile.prefetch") == 3
+    batch = 5
+    padded = np.asfortranarray(rng.uniform(-1, 1, (11, 8, batch)).astype(np.float32))
+    a = padded[:8]  # column stride 11
+    b = np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32))
+    c = np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32))
+    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+    compilation["k"](a, b, c, group_size=batch)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)

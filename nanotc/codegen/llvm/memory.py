@@ -125,9 +125,10 @@ def _subview(e: FunctionEmitter, inst: Subview) -> None:
 @emits(TilePrefetch)
 def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
     """One prefetch per cache line of each column (of the whole block when the columns are
-    adjacent), at static sizes; addresses without `inbounds`, as the view may lie past the
-    array (a prefetch never faults). Beyond UNROLLED_PREFETCH_LINES the lines (of a block)
-    or the columns are walked in a loop, so large views do not grow the code."""
+    adjacent), at static sizes and any column stride; addresses without `inbounds`, as the
+    view may lie past the array (a prefetch never faults). Beyond UNROLLED_PREFETCH_LINES
+    the lines (of a block) or the columns are walked in a loop, so large views do not grow
+    the code."""
     view: MemrefValue = e.value(inst.source)
     rows, cols = (view.shape + (1, 1))[:2]
     stride = view.stride[1] if len(view.stride) > 1 else 0
@@ -137,22 +138,24 @@ def _prefetch(e: FunctionEmitter, inst: TilePrefetch) -> None:
     column_bytes = rows * size
     lines = [*range(0, column_bytes, CACHE_LINE_BYTES), column_bytes - 1]
     b = e.b
+    stride_bytes = mul(b, stride, size)
 
-    def fetch(offset: ir.Value) -> None:
-        prefetch(b, b.gep(view.ptr, [offset], source_etype=I8), inst.write)
+    def fetch(offset: Dim) -> None:
+        prefetch(b, b.gep(view.ptr, [as_value(b, offset)], source_etype=I8), inst.write)
 
     if cols * len(lines) <= UNROLLED_PREFETCH_LINES:
         for j in range(cols):
             for byte in lines:
-                fetch(ir.Constant(I64, j * stride * size + byte))
+                fetch(add(b, mul(b, j, stride_bytes), byte))
     elif cols == 1:
         with for_range(b, 0, column_bytes, CACHE_LINE_BYTES, name="line") as byte:
             fetch(byte)
-        fetch(ir.Constant(I64, column_bytes - 1))
+        fetch(column_bytes - 1)
     else:
-        with for_range(b, 0, cols * stride * size, stride * size, name="column") as start:
+        with for_range(b, 0, cols, name="column") as j:
+            start = mul(b, j, stride_bytes)
             for byte in lines:
-                fetch(b.add(start, ir.Constant(I64, byte)))
+                fetch(add(b, start, byte))
 
 
 @emits(TileLineLead)
