@@ -85,17 +85,17 @@ def peak_module(loop: PeakLoop, chains: int) -> str:
 
 
 def measure(loop: PeakLoop, target: targets.Target, chains: int = 24, repeat: int = 5) -> float:
-    """GFLOP/s of one core (best of `repeat` runs)."""
-    native = jit.JitModule(jit.optimize(peak_module(loop, chains), target), target)
-    result = ctypes.c_float if loop.accumulator.element == F32 else ctypes.c_double
-    fn = ctypes.CFUNCTYPE(result, ctypes.c_int64)(native.address("peak"))
-    fn(1000)
+    """GFLOP/s of one core (best of `repeat` runs of ITERATIONS iterations)."""
+    warmup = 1000
+    call, flops = peak_call(loop, target, warmup, chains)
+    call(1)
+    units = ITERATIONS // warmup
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        fn(ITERATIONS)
+        call(units)
         best = min(best, time.perf_counter() - start)
-    return ITERATIONS * chains * loop.accumulator.count * loop.flops_per_lane / best / 1e9
+    return units * flops / best / 1e9
 
 
 def peak_call(
