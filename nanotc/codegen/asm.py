@@ -14,6 +14,7 @@ from dataclasses import dataclass
 _LABEL = re.compile(r"^(\.?[\w.$]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+(\.?[\w.$]+)")
 _STACK = re.compile(r"\(%rsp\)")  # %rbp is an ordinary register: no frame pointers
+_INDEXED = re.compile(r"\(%\w*,%\w+")  # (base,index[,scale]) or (,index,scale)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class Loop:
 
     def stack_accesses(self) -> list[str]:
         return [i for i in self.instructions if _STACK.search(i)]
+
+    def indexed_accesses(self, *mnemonic_prefixes: str) -> list[str]:
+        """Instructions of these kinds whose memory operand has an index register."""
+        return [
+            i
+            for i in self.instructions
+            if i.split()[0].startswith(mnemonic_prefixes) and _INDEXED.search(i)
+        ]
 
     def registers(self, kind: str) -> set[str]:
         """Registers of one kind (`zmm`, `ymm`, `xmm`) named in the loop."""

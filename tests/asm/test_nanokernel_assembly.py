@@ -57,6 +57,28 @@ def test_batched_small_gemm(target: str, dt: str, shape: tuple[int, int, int]) -
     check_hot_loops(batched_gemm(dt, *shape), target)
 
 
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+@pytest.mark.parametrize("shape", [(8, 8, 8), (16, 16, 16)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("looped", [False, True], ids=["per-group", "loop"])
+def test_tiles_address_operands_without_an_index(
+    dt: str, shape: tuple[int, int, int], looped: bool
+) -> None:
+    """Each operand of a tile has a base register of its own: its FMAs with a memory operand
+    and its stores of C take base + displacement addresses, not the batch member's index
+    shared by A, B and C (an indexed FMA issues as two micro-ops on Intel cores). Members
+    taken one per work-group, or in a loop of one work-group."""
+    text = batched_gemm(dt, *shape)
+    if looped:
+        m, _, k = shape
+        members = f"%n = size %A[2] : memref<{dt}x{m}x{k}x?>\n  for %g = 0, %n {{"
+        text = text.replace("%g = group_id", members).replace("\n}", "\n  }\n}")
+    loops = asm.hot_loops(assembly(text, "avx512"), "k")
+    assert loops
+    for loop in loops:
+        stores = [i for i in loop.indexed_accesses("vmov") if re.match(r"vmov\w+\s+%zmm", i)]
+        assert loop.indexed_accesses("vfmadd") == [] and stores == [], loop.label
+
+
 def test_avx512_uses_no_narrower_vectors_and_avx2_no_wider() -> None:
     text = batched_gemm("f32", 64, 64, 256)
     assert "zmm" in assembly(text, "avx512")

@@ -5,6 +5,7 @@ store of the tile."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -340,6 +341,18 @@ def schedule_barrier(b: ir.IRBuilder) -> None:
     b.call(fence, [])
 
 
+def own_base_register(b: ir.IRBuilder, m: MemrefValue) -> MemrefValue:
+    """m with its data pointer passed through an empty asm statement, which LLVM cannot see
+    through: the tile then addresses m from a register of its own plus constant
+    displacements. Otherwise loop strength reduction lets the operands of a loop's members
+    (A_i, B_i, C_i at base + i * stride) share one index register, and every FMA with a
+    memory operand and every store of C takes an indexed address: Intel cores issue such an
+    FMA as two micro-ops (un-lamination), and such a store cannot use the store-address unit
+    for simple addresses. Batches of f32 16^3 ran 1.1-1.3x faster with it."""
+    copy = ir.InlineAsm(ir.FunctionType(m.ptr.type, [m.ptr.type]), "", "=r,0")
+    return dataclasses.replace(m, ptr=b.call(copy, [m.ptr]))
+
+
 class _PairLoads:
     """Loads of bf16 pairs along K for the dot-product nanokernel."""
 
@@ -385,8 +398,9 @@ class _PairLoads:
 def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
     schedule_barrier(e.b)
-    acc = kernel.accumulate(kernel.initial(e.value(inst.c)), e.value(inst.a), e.value(inst.b))
-    kernel.epilogue(acc, e.value(inst.c))
+    a, bm, c = (own_base_register(e.b, e.value(x)) for x in (inst.a, inst.b, inst.c))
+    acc = kernel.accumulate(kernel.initial(c), a, bm)
+    kernel.epilogue(acc, c)
     schedule_barrier(e.b)
 
 
