@@ -60,6 +60,22 @@ def test_static_shapes_around_the_register_tile(ty: str, target: str, rng) -> No
         run_case(case, target, rng, [mnk])
 
 
+@pytest.mark.parametrize("target", ["host", "avx2"])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_short_gemms_on_narrower_vectors(ty: str, target: str, rng) -> None:
+    """Static M of at most half a vector: tiles in the narrowest vectors that hold M (ymm or
+    xmm), whole (M a power of two) or masked, every transpose and epilogue form."""
+    lanes = choose(get(target), ScalarType(ty), None, None, None).lanes
+    for i, m in enumerate(range(1, lanes // 2 + 1)):
+        mnk = (m, 1 + 3 * i % 11, (5, 8, 17)[i % 3])
+        alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
+        case = Case(
+            "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
+            alpha=alpha, beta=beta, static_shape=mnk,
+        )  # fmt: skip
+        run_case(case, target, rng, [mnk])
+
+
 @pytest.mark.parametrize(
     ("ty", "target"), [("f32", "host"), ("f64", "host"), ("f32", "avx2"), ("f64", "generic")]
 )
