@@ -63,6 +63,12 @@ class GemmNanokernel:
     atomic: bool
     batched: bool
     dot: bool = False  # bf16 pairs along K through vdpbf16ps (VNNI) instead of FMAs
+    tail_lanes: int | None = None  # lanes of the last vector when narrower than `lanes`
+
+    def vector_lanes(self, vector: int) -> int:
+        """Lanes of one vector of a tile column: all but a narrowed last one have `lanes`."""
+        last = vector == self.vectors - 1
+        return self.tail_lanes if last and self.tail_lanes is not None else self.lanes
 
     @property
     def accumulates_on_c(self) -> bool:
@@ -70,8 +76,9 @@ class GemmNanokernel:
         of C, so the epilogue only stores (no zeroing, no second pass over C). Not with masked
         vectors: a masked store covers a whole vector's bytes, and the next tile's first load
         of C overlapping them, issued right after it, could not be forwarded from it."""
+        whole = (self.vectors - 1) * self.lanes + self.vector_lanes(self.vectors - 1)
         return (
-            self.rows == self.vectors * self.lanes
+            self.rows == whole
             and self.beta is Beta.ONE
             and self.alpha_is_one
             and not self.atomic
@@ -91,12 +98,13 @@ class GemmNanokernel:
         on every vector, since a run-time remainder may be shorter than one vector)."""
         if self.rows is None:
             return None
-        return max(0, min(self.lanes, self.rows - vector * self.lanes))
+        return max(0, min(self.vector_lanes(vector), self.rows - vector * self.lanes))
 
     def listing(self) -> str:
         L, mv, nr = self.lanes, self.vectors, self.columns
+        rows = f"{mv}x{L}" if self.tail_lanes is None else f"{mv - 1}x{L}+{self.tail_lanes}"
         lines = [
-            f"nanokernel {self.compute} on {self.target}: {mv}x{L} rows x {nr} columns, "
+            f"nanokernel {self.compute} on {self.target}: {rows} rows x {nr} columns, "
             f"{mv * nr} accumulators, fma={'fused' if self.fused else 'mul+add'}",
             f"  acc[0..{mv - 1}][0..{nr - 1}] := " + ("C[tile]" if self.accumulates_on_c else "0"),
         ]
@@ -124,10 +132,10 @@ class GemmNanokernel:
         if self.prefetches_a:
             lines.append(f"    prefetch A[row:row+{mv * L}, k+{A_PREFETCH_STEPS}]")
         for v in range(mv):
-            lanes = self.active_lanes(v)
-            mask = "" if lanes == L else f".mask({'rows' if lanes is None else lanes})"
+            lanes, width = self.active_lanes(v), self.vector_lanes(v)
+            mask = "" if lanes == width else f".mask({'rows' if lanes is None else lanes})"
             op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
-            lines.append(f"    a{v} = {op}{mask} A[row+{v * L}:row+{(v + 1) * L}, k]")
+            lines.append(f"    a{v} = {op}{mask} A[row+{v * L}:row+{v * L + width}, k]")
         for j in range(nr):
             lines.append(f"    b = vbroadcast B[k, col+{j}]")
             lines.extend(f"    acc{v}_{j} = vfma a{v}, b, acc{v}_{j}" for v in range(mv))
@@ -190,23 +198,48 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     dot = uses_bf16_dot(inst, target, a_type, compute)
     full = target.lanes(compute)
     lanes = full if rows is None or dot else narrowest_lanes(int(rows), compute, full)
+    vectors = 1 if lanes < full else inst.mr // lanes
+    a_access = Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED
+    c_access = Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED
+    unroll = k_unroll(inst, a_type, k, rows is not None)
+    plain = not dot and not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     return GemmNanokernel(
         target=target.name,
         compute=compute,
         lanes=lanes,
-        vectors=1 if lanes < full else inst.mr // lanes,
+        vectors=vectors,
         columns=inst.nr,
         rows=int(rows) if rows is not None else None,
-        a_access=Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED,
-        c_access=Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED,
-        k_unroll=k_unroll(inst, a_type, k, rows is not None),
+        a_access=a_access,
+        c_access=c_access,
+        k_unroll=unroll,
         fused=target.fma,
         beta=beta_kind(inst.beta),
         alpha_is_one=_constant(inst.alpha) == 1,
         atomic=bool(inst.atomic),
         batched=isinstance(inst, TileBatchGemm),
         dot=dot,
+        tail_lanes=_tail_lanes(rows, vectors, lanes, compute) if plain and unroll else None,
     )
+
+
+def _tail_lanes(
+    rows: float | int | None, vectors: int, lanes: int, compute: ScalarType
+) -> int | None:
+    """Lanes of a narrower whole vector that the last vector of a tile of static rows can
+    load and store instead of a masked one: 56 f32 rows on AVX-512 are three zmm and one
+    ymm, 20 are one zmm and one xmm. No vector is then masked and the accumulators can start
+    from C (W2 f32 56x9x9: 1.06-1.07x). The vector still computes at full width: one
+    broadcast of B serves all. Only in a K loop: in straight-line code (K unrolled) LLVM
+    narrows the last vector's FMAs to the lanes stored, broadcasts B twice and spills. A
+    remainder that fills no narrower vector keeps its mask (with it, LLVM spilled the
+    accumulators of f32 35x9x35), as do tiles that gather A, scatter C or update C
+    atomically."""
+    if rows is None or vectors < 2:
+        return None
+    rest = int(rows) - (vectors - 1) * lanes
+    narrow = narrowest_lanes(rest, compute, lanes) if rest > 0 else lanes
+    return narrow if rest == narrow < lanes else None
 
 
 def narrowest_lanes(rows: int, compute: ScalarType, lanes: int) -> int:

@@ -97,6 +97,21 @@ def test_short_tiles_use_narrower_whole_vectors(dt: str, m: int, register: str) 
         assert loop.count("vadd") == 0
 
 
+@pytest.mark.parametrize(("dt", "m", "tail", "rows"), [("f32", 56, "ymm", "3x16+8"),
+                                                       ("f32", 20, "xmm", "1x16+4"),
+                                                       ("f64", 20, "ymm", "2x8+4")])  # fmt: skip
+def test_last_vector_narrower_and_whole(dt: str, m: int, tail: str, rows: str) -> None:
+    """56 f32 rows are three zmm and a ymm, 20 a zmm and an xmm: in a K loop, the tile's last
+    vector loads and stores the narrower vector whole, so no lane is masked and the
+    accumulators start from C; the FMAs stay full width."""
+    text = batched_gemm(dt, m, 9, 20)
+    assert f"{rows} rows" in nanotc.compile(text, target="avx512").nanokernels()
+    for loop in check_hot_loops(text, "avx512"):
+        body = " ".join(loop.instructions)
+        assert "{%k" not in body and loop.count("vadd") == 0
+        assert f"%{tail}" in body
+
+
 @pytest.mark.parametrize("dt", ["f32", "f64"])
 @pytest.mark.parametrize("shape", [(8, 8, 8), (16, 16, 16)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("looped", [False, True], ids=["per-group", "loop"])
@@ -235,9 +250,9 @@ def test_blocked_path_reads_packed_panels_without_masks() -> None:
 
 
 def test_small_tile_loads_all_of_c_before_storing() -> None:
-    """A 20 x 9 C is two vectors per column, the second masked: every load of C comes
+    """A 21 x 9 C is two vectors per column, the second masked: every load of C comes
     before the first masked store, which would block forwarding to overlapping later loads."""
-    lines = asm.function_lines(assembly(batched_gemm("f32", 20, 9, 20), "avx512"), "k")
+    lines = asm.function_lines(assembly(batched_gemm("f32", 21, 9, 20), "avx512"), "k")
     masked_loads = [n for n, line in enumerate(lines) if "{%k" in line and "{z}" in line]
     masked_stores = [n for n, line in enumerate(lines)
                      if line.strip().startswith("vmovups") and "{%k" in line and "{z}" not in line]  # fmt: skip

@@ -76,6 +76,25 @@ def test_short_gemms_on_narrower_vectors(ty: str, target: str, rng) -> None:
         run_case(case, target, rng, [mnk])
 
 
+@pytest.mark.parametrize("target", ["host", "avx2"])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_whole_narrower_last_vectors(ty: str, target: str, rng) -> None:
+    """Static M one to three full vectors plus a quarter or half of one: the last vector of
+    each tile column loads and stores a narrower whole vector, every transpose and epilogue
+    form, K unrolled and looped."""
+    lanes = choose(get(target), ScalarType(ty), None, None, None).lanes
+    smallest = 16 // (4 if ty == "f32" else 8)  # lanes of an xmm
+    ms = [v * lanes + lanes // d for v in (1, 2, 3) for d in (2, 4) if lanes // d >= smallest]
+    for i, m in enumerate(ms):
+        mnk = (m, (9, 4, 13)[i % 3], (9, 20, 33)[i % 3])
+        alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
+        case = Case(
+            "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
+            alpha=alpha, beta=beta, static_shape=mnk,
+        )  # fmt: skip
+        run_case(case, target, rng, [mnk])
+
+
 @pytest.mark.parametrize(
     ("ty", "target"), [("f32", "host"), ("f64", "host"), ("f32", "avx2"), ("f64", "generic")]
 )

@@ -52,6 +52,11 @@ class NanokernelEmitter:
         self.p = p
         self.inst = inst
         self.type = vec.vector_type(register_type(p.compute), p.lanes)
+        # what each vector of a tile column loads and stores: a narrowed last vector computes
+        # in full width (one broadcast of B serves all) but touches only its own rows
+        self.narrow = [
+            vec.vector_type(register_type(p.compute), p.vector_lanes(v)) for v in range(p.vectors)
+        ]
         self.row = e.dim(inst.row)
         self.col = e.dim(inst.col)
         self.masks = [self._mask(v) for v in range(p.vectors)]
@@ -62,7 +67,7 @@ class NanokernelEmitter:
     def _mask(self, v: int) -> ir.Value | None:
         lanes = self.p.active_lanes(v)
         if lanes is not None:
-            return vec.static_mask(self.p.lanes, lanes)
+            return vec.static_mask(self.p.vector_lanes(v), lanes)
         return vec.dynamic_mask(
             self.b, self.p.lanes, v * self.p.lanes, self.e.index_value(self.inst.rows)
         )
@@ -73,9 +78,7 @@ class NanokernelEmitter:
         if not p.accumulates_on_c:
             return [vec.zeros(self.type)] * (p.vectors * p.columns)
         return [
-            vec.load(
-                self.b, self.type, self._c_pointer(c, j, v), self.masks[v], c.type.element.size
-            )
+            self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size)
             for j in range(p.columns)
             for v in range(p.vectors)
         ]
@@ -217,7 +220,7 @@ class NanokernelEmitter:
                 k_stride: Dim, k: Dim, v: int) -> ir.Value:  # fmt: skip
         b, p = self.b, self.p
         element = a.type.element
-        t = vec.memory_vector(element, p.lanes)
+        t = vec.memory_vector(element, p.vector_lanes(v))
         offset = mul(b, k, k_stride)
         if pointers is None:
             ptr = element_ptr(b, base, element, add(b, offset, v * p.lanes))
@@ -225,7 +228,7 @@ class NanokernelEmitter:
         else:
             moved = b.gep(pointers[v], [as_value(b, offset)], source_etype=memory_type(element))
             loaded = vec.gather(b, t, moved, self.a_masks[v], element.size)
-        return vec.to_register(b, loaded, element, self.type)
+        return vec.widen(b, vec.to_register(b, loaded, element, self.narrow[v]), p.lanes)
 
     # -- the epilogue --------------------------------------------------------------------------
     def epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
@@ -264,12 +267,13 @@ class NanokernelEmitter:
                 if p.c_access is Access.STRIDED:
                     pointers = vec.lane_pointers(b, ptr, memory_type(element), c.stride[0], p.lanes)
                 if beta is not Beta.ZERO:
-                    old = self._load_c(ptr, pointers, self.masks[v], element.size)
+                    old = self._load_c(v, ptr, pointers, element.size)
                     value = (
                         b.fadd(value, old)
                         if beta_vector is None
                         else vec.fma(b, beta_vector, old, value, p.fused)
                     )
+                value = vec.low_lanes(b, value, p.vector_lanes(v))
                 stores.append((value, ptr, pointers, self.masks[v]))
         for value, ptr, pointers, mask in stores:
             if pointers is None:
@@ -285,12 +289,14 @@ class NanokernelEmitter:
         beta = self.inst.beta
         return convert(self.b, self.e.value(beta), beta.type, self.p.compute)
 
-    def _load_c(
-        self, ptr: ir.Value, pointers: ir.Value | None, mask: ir.Value | None, align: int
-    ) -> ir.Value:
+    def _load_c(self, v: int, ptr: ir.Value, pointers: ir.Value | None, align: int) -> ir.Value:
+        """Vector v of a column of C, zero-extended to full width if narrowed."""
+        t, mask = self.narrow[v], self.masks[v]
         if pointers is None:
-            return vec.load(self.b, self.type, ptr, mask, align)
-        return vec.gather(self.b, self.type, pointers, mask, align)
+            loaded = vec.load(self.b, t, ptr, mask, align)
+        else:
+            loaded = vec.gather(self.b, t, pointers, mask, align)
+        return vec.widen(self.b, loaded, self.p.lanes)
 
     def _atomic_epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
         """Each element of the tile is one atomic read-modify-write of C: the tile goes to a

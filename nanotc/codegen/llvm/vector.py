@@ -35,6 +35,23 @@ def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     )
 
 
+def widen(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """v in a vector of `lanes` lanes, the lanes past v's zero (for a narrower load: the
+    zero-extension its instruction already does, so no instruction)."""
+    if lanes == v.type.count:
+        return v
+    picks = list(range(v.type.count)) + [v.type.count] * (lanes - v.type.count)
+    return b.shuffle_vector(v, zeros(v.type), ir.Constant(vector_type(I32, lanes), picks))
+
+
+def low_lanes(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """The first `lanes` lanes of v (for a narrower store: the register's low part)."""
+    if lanes == v.type.count:
+        return v
+    picks = ir.Constant(vector_type(I32, lanes), list(range(lanes)))
+    return b.shuffle_vector(v, ir.Constant(v.type, None), picks)
+
+
 def static_mask(lanes: int, active: int) -> ir.Constant | None:
     """Mask of the first `active` lanes; None when all lanes are active."""
     if active >= lanes:
