@@ -30,6 +30,10 @@ FMA_LATENCY = 4
 ASSUMED_EXTENT = 256  # stands in for a dynamic M, N or K
 L2_BYTES_PER_CYCLE = 20  # sustained from L2 into registers, per core
 MIN_COLUMNS_FOR_HEIGHT = 4
+# a tile as tall as C reads whole columns of A in order, which L2 streams in this much
+# faster than the scattered half columns of shorter tiles (in-cache 64x64x256 f32: 64 x 6
+# 1.04-1.12x over 32 x 14; f32 96^3 batches 1.02-1.07x)
+TALL_STREAM_SPEEDUP = 2.0
 SMALL_GEMM_L1_SHARE = 4  # a small gemm's A, B and C together fit L1 / this: a batch member
 
 
@@ -165,20 +169,24 @@ def ranked(
     to the larger tile (fewer, longer kernels).
 
     A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
-    batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and
-    cache-resident ones no slower. Not a tile narrower than MIN_COLUMNS_FOR_HEIGHT: its A
-    vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of 40 x 5). Equal column tiles
-    leave no narrow remainder kernel, which on a small gemm's short K loop runs its few
-    accumulators at the FMA latency bound: W2's cache-resident 32^3 (f32 32 x 8 against
-    32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran 1.05-1.1x faster."""
+    batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
+    ones no slower; where A comes from L2 and the gemm stays there, such a tile is charged half
+    the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
+    MIN_COLUMNS_FOR_HEIGHT: its A vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of 40 x
+    5). Equal column tiles leave no narrow remainder kernel, which on a small gemm's short K
+    loop runs its few accumulators at the FMA latency bound: W2's cache-resident 32^3 (f32 32 x
+    8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran 1.05-1.1x
+    faster."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved)
     small = small_gemm(target, element, m, n, k)
+    resident = l2_resident(target, element, m, n, k)
 
     def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= MIN_COLUMNS_FOR_HEIGHT
         even = small and n is not None and _splits_evenly(n, t.nr)
-        return estimate(t, m, n, k, from_l2), not as_tall, not even, -t.mv * t.nr
+        a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
+        return estimate(t, m, n, k, a_cycles), not as_tall, not even, -t.mv * t.nr
 
     return sorted(options, key=key)
 
@@ -191,6 +199,16 @@ def small_gemm(
     if m is None or n is None or k is None:
         return False
     return (m * k + k * n + m * n) * element.size <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+
+
+def l2_resident(
+    target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None
+) -> bool:
+    """Static, and A, B and C together within half of L2: A stays there for every column of
+    tiles (a larger B or C streaming through would evict it)."""
+    if m is None or n is None or k is None:
+        return False
+    return (m * k + k * n + m * n) * element.size <= target.l2_bytes // 2
 
 
 def _splits_evenly(n: int, nr: int) -> bool:

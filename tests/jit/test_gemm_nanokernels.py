@@ -385,6 +385,10 @@ def test_tile_model_counts_rereading_a_from_l2() -> None:
     assert from_l2.mv <= 2 and from_l2.nr >= 13
     in_l1 = choose(avx512, f32, 80, 100, 64)  # A: 20 KiB
     assert (in_l1.mv, in_l1.nr) == (5, 5)  # all 80 rows in one tile
+    # a tile as tall as C streams A's whole columns from L2 faster: chosen for 64x64x256,
+    # whose operands stay in L2, not where B streams through it
+    assert choose(avx512, f32, 64, 64, 256).mr == 64
+    assert choose(avx512, f32, 64, 4096, 256).mr < 64
 
 
 def test_tile_model_prefers_tiles_as_tall_as_c_among_equals() -> None:
