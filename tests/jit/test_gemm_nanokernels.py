@@ -60,20 +60,27 @@ def test_static_shapes_around_the_register_tile(ty: str, target: str, rng) -> No
         run_case(case, target, rng, [mnk])
 
 
-@pytest.mark.parametrize("target", ["host", "avx2"])
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-def test_short_gemms_on_narrower_vectors(ty: str, target: str, rng) -> None:
-    """Static M of at most half a vector: tiles in the narrowest vectors that hold M (ymm or
-    xmm), whole (M a power of two) or masked, every transpose and epilogue form."""
-    lanes = choose(get(target), ScalarType(ty), None, None, None).lanes
-    for i, m in enumerate(range(1, lanes // 2 + 1)):
-        mnk = (m, 1 + 3 * i % 11, (5, 8, 17)[i % 3])
+def run_static_gemms(ty: str, target: str, rng, shapes: list[tuple[int, int, int]]) -> None:
+    """One static gemm per shape, cycling through the transposes and epilogue forms."""
+    for i, mnk in enumerate(shapes):
         alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
         case = Case(
             "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
             alpha=alpha, beta=beta, static_shape=mnk,
         )  # fmt: skip
         run_case(case, target, rng, [mnk])
+
+
+@pytest.mark.parametrize("target", ["host", "avx2"])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_short_gemms_on_narrower_vectors(ty: str, target: str, rng) -> None:
+    """Static M of at most half a vector: tiles in the narrowest vectors that hold M (ymm or
+    xmm), whole (M a power of two) or masked, every transpose and epilogue form."""
+    lanes = choose(get(target), ScalarType(ty), None, None, None).lanes
+    ms = range(1, lanes // 2 + 1)
+    run_static_gemms(
+        ty, target, rng, [(m, 1 + 3 * i % 11, (5, 8, 17)[i % 3]) for i, m in enumerate(ms)]
+    )
 
 
 @pytest.mark.parametrize("target", ["host", "avx2"])
@@ -85,14 +92,9 @@ def test_whole_narrower_last_vectors(ty: str, target: str, rng) -> None:
     lanes = choose(get(target), ScalarType(ty), None, None, None).lanes
     smallest = 16 // (4 if ty == "f32" else 8)  # lanes of an xmm
     ms = [v * lanes + lanes // d for v in (1, 2, 3) for d in (2, 4) if lanes // d >= smallest]
-    for i, m in enumerate(ms):
-        mnk = (m, (9, 4, 13)[i % 3], (9, 20, 33)[i % 3])
-        alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
-        case = Case(
-            "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
-            alpha=alpha, beta=beta, static_shape=mnk,
-        )  # fmt: skip
-        run_case(case, target, rng, [mnk])
+    run_static_gemms(
+        ty, target, rng, [(m, (9, 4, 13)[i % 3], (9, 20, 33)[i % 3]) for i, m in enumerate(ms)]
+    )
 
 
 @pytest.mark.parametrize(
