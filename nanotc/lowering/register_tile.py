@@ -170,13 +170,13 @@ def ranked(
 
     A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
     batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
-    ones no slower; where A comes from L2 and the gemm stays there, such a tile is charged half
-    the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
-    MIN_COLUMNS_FOR_HEIGHT: its A vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of 40 x
-    5). Equal column tiles leave no narrow remainder kernel, which on a small gemm's short K
-    loop runs its few accumulators at the FMA latency bound: W2's cache-resident 32^3 (f32 32 x
-    8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran 1.05-1.1x
-    faster."""
+    ones no slower; where A comes from L2 and the gemm stays there, such a tile is charged
+    half the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
+    MIN_COLUMNS_FOR_HEIGHT: its A vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of
+    40 x 5). Equal column tiles leave no narrow remainder kernel, which on a small gemm's
+    short K loop runs its few accumulators at the FMA latency bound: W2's cache-resident 32^3
+    (f32 32 x 8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran
+    1.05-1.1x faster."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved)
     small = small_gemm(target, element, m, n, k)
