@@ -196,9 +196,7 @@ def small_gemm(
 ) -> bool:
     """Static, and A, B and C together within a quarter of L1: a batch member whose operands
     stream in for one short K loop each (the size `lowering.prefetch` also prefetches)."""
-    if m is None or n is None or k is None:
-        return False
-    return (m * k + k * n + m * n) * element.size <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    return _operands_within(element, (m, n, k), target.l1_bytes // SMALL_GEMM_L1_SHARE)
 
 
 def l2_resident(
@@ -206,9 +204,17 @@ def l2_resident(
 ) -> bool:
     """Static, and A, B and C together within half of L2: A stays there for every column of
     tiles (a larger B or C streaming through would evict it)."""
+    return _operands_within(element, (m, n, k), target.l2_bytes // 2)
+
+
+def _operands_within(
+    element: ScalarType, shape: tuple[int | None, int | None, int | None], budget: int
+) -> bool:
+    """A static m x n x k gemm's A, B and C together take at most `budget` bytes."""
+    m, n, k = shape
     if m is None or n is None or k is None:
         return False
-    return (m * k + k * n + m * n) * element.size <= target.l2_bytes // 2
+    return (m * k + k * n + m * n) * element.size <= budget
 
 
 def _splits_evenly(n: int, nr: int) -> bool:
