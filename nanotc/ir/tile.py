@@ -12,6 +12,8 @@ parser does not accept them.
 
 with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vector length,
 `rows <= mr`, the rows beyond `rows` masked off) held in vector registers for the whole K loop.
+Its optional `next a/b/c` views are the next batch member's operands: the K loop prefetches
+this tile's share of their cache lines (`nanotc.lowering.prefetch`).
 
 `tile.row_dots` computes the last few rows of C (`rows`, at most 4) as dot products along K:
 
@@ -91,6 +93,7 @@ from nanotc.ir.core import (
     attribute,
     operand,
     operands,
+    optional_operand,
     region,
 )
 from nanotc.ir.instructions import Transpose
@@ -135,10 +138,20 @@ class TileGemm(Instruction):
     rows = operand(**_INDEX)
     mr = attribute(IntAttr())
     nr = attribute(IntAttr())
+    next_a = optional_operand()
+    next_b = optional_operand()
+    next_c = optional_operand()
     syntax = (
         "{trans_a}{trans_b}{atomic} $alpha , $a , $b , $beta , $c [ $row , $col ] "
-        "rows $rows tile {mr} x {nr} : " + _TILE_TYPES
+        "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
+        "( next c $next_c )? : " + _TILE_TYPES
     )
+
+    def next_views(self) -> list[tuple[Value, bool]]:
+        """The next member's views this tile prefetches a share of, each with whether it
+        is written (C)."""
+        views = ((self.next_a, False), (self.next_b, False), (self.next_c, True))
+        return [(v, write) for v, write in views if v is not None]
 
 
 class TileRowDots(Instruction):

@@ -7,11 +7,13 @@ The default pipeline, in order:
 0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
-2. prefetch-next-group: small gemms on group-indexed views prefetch the next work-group's
-   operands (`lowering/prefetch.py`);
+2. prefetch-next-group: small gemms on group-indexed views whose tiles will not stream the
+   next work-group's operands prefetch them up front (`lowering/prefetch.py`);
 3. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
    the operands or, for operands larger than the caches, on packed blocks;
-4. pack-ahead: loops of small AMX gemms pack each iteration's VNNI operand one iteration
+4. stream-next-group: register tiles on group-indexed f32/f64 views get the next work-group's
+   views, a share of whose lines their K loops prefetch (`lowering/prefetch.py`);
+5. pack-ahead: loops of small AMX gemms pack each iteration's VNNI operand one iteration
    ahead (`lowering/pack_ahead.py`).
 """
 
@@ -27,7 +29,7 @@ from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm import lower_gemms
 from nanotc.lowering.pack_ahead import pack_ahead
-from nanotc.lowering.prefetch import prefetch_next_group
+from nanotc.lowering.prefetch import prefetch_next_group, stream_next_group
 from nanotc.targets import Target
 
 
@@ -62,6 +64,14 @@ class PrefetchNextGroup:
 
 
 @dataclass(frozen=True)
+class StreamNextGroup:
+    name: str = "stream-next-group"
+
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        stream_next_group(func, target)
+
+
+@dataclass(frozen=True)
 class Blas2AsGemm:
     name: str = "blas2-as-gemm"
 
@@ -82,6 +92,7 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     BatchReduce(),
     PrefetchNextGroup(),
     GemmTiles(),
+    StreamNextGroup(),
     PackAhead(),
 )
 

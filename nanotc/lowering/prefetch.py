@@ -3,56 +3,115 @@
 The language's main use is a batch of small gemms, one per work-group, on views such as
 `subview %A[:, :, %g]` with `%g = group_id`. Each gemm's operands then arrive from memory
 with no reuse, and the nanokernel waits on them. A thread runs its work-groups in order, so
-before each such gemm this pass asks for the operands of work-group g + d (the same views
-at a later group id, at most the last group):
+the operands of work-group g + d (the same views at a later group id, at most the last group)
+can be asked for while work-group g computes. The distance d is 1, or more for members so
+small that one ahead would ask too late to cover the latency: as many members as fill an
+eighth of L1 (f32 8^3: 8 ahead, 1.12-1.21x against 1 ahead; f64 8^3: 4, 1.01-1.07x; f32 16^3
+and 20x9x20: 2, 0.95-1.08x).
 
-    %next = tile.min (g + d), (group_size - 1)
-    %a1 = subview %A[:, :, %next]        and likewise for B and C
-    tile.prefetch %a1 ; tile.prefetch %b1 ; tile.prefetch.write %c1
+Two ways, for operands (A, B and C of one member together) of at most a quarter of L2:
 
-They arrive while this work-group computes (W2's memory-bound batches: 16^3 1.17x, 20x9x20
-1.2-1.27x). The distance d is 1, or more for members so small that one ahead would ask too
-late to cover the latency: as many members as fill an eighth of L1 (f32 8^3: 8 ahead, 1.12-1.21x
-against 1 ahead; f64 8^3: 4, 1.01-1.07x; f32 16^3 and 20x9x20: 2, 0.95-1.08x).
+- Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
+  shapes and strides. Each `tile.gemm` on such views gets the next member's views
+  (`next a/b/c`), and its K loop prefetches its share of their cache lines, a few lines per
+  step (`codegen/llvm/nanokernel.py`): the share of the tile's part of C, so the tiles of one
+  gemm together cover every line once.
+- All at once before the gemm (`prefetch_next_group`, before tiling: `tile.prefetch`): the
+  other gemms (bf16 or f16 operands, whose AMX or widening kernels do not stream; run-time
+  strides), small ones only, at most a quarter of L1, as the next group's lines then do not
+  evict the current group's. Larger ones evicted them (f32 64^3: 0.78-0.85x). bf16 gemms on
+  AMX pack their operands, reading them in order themselves (memory-bound batches of
+  128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
 
-Two ranges of sizes (static operands, A, B and C together) get it:
-
-- small, at most a quarter of L1: the next group's lines do not evict the current group's;
-- streamed, from twice L1 to a quarter of L2: the current group's operands do not stay in L1
-  anyway, and one run over the next group's lines, in order, brings them in faster than the
-  nanokernels' column-by-column reads do. In-process A/B runs against the gemms without it,
-  memory-bound batches: f64 64^3 1.17-1.33x, 72^3 1.14-1.22x, 96^3 1.21x, 128^3 1.11-1.12x;
-  f32 96^3 1.31-1.46x, 112^3 1.15x, 128^3 1.16x (one and two threads).
-
-Between the two the next group's lines evict the current group's (f32 64^3, 48 KiB: 0.78-0.85x;
-f64 48^3, 54 KiB: 0.83x; f64 32^3, 24 KiB: 0.9x); above a quarter of L2 it did not help
-(f64 192^3, 864 KiB: 1.0x). The streamed range is for f32 and f64 operands, the ones measured;
-bf16 gemms on AMX pack their operands, reading them in order themselves (memory-bound batches of
-128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
+A burst of prefetches up front was slower than none at f32 32^3 and 64^3 (0.83x, 0.79x):
+presumably the nanokernel waited for fill buffers, and the next lines evicted ones it still
+read (no hardware counters here to tell). Spread over the K loops, against every line asked
+for up front (the f32 and f64 rule before), in in-process A/B runs on W2's memory-bound
+batches (one thread; docs/benchmarks.md): f64 64^3 1.37x, f32 32^3 1.38x, f64 32^3 1.23x,
+f64 56x9x9 1.19x, f64 20x9x20 1.16x, f64 16^3 and 35x9x35 1.1x, f32 64^3 1.08x, f32 56x9x9,
+35x9x35 and 20x9x20 1.05-1.07x; 8^3 and f32 16^3 0.97-0.99x.
 """
 
 from __future__ import annotations
 
 from nanotc.ir.builder import Builder
-from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
+from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up, walk
 from nanotc.ir.instructions import BinaryOp, Gemm, Subview, is_group_id
-from nanotc.ir.tile import TileMin, TilePrefetch
+from nanotc.ir.tile import TileGemm, TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import OpResult, Value
 from nanotc.lowering.register_tile import SMALL_GEMM_L1_SHARE
 from nanotc.targets import Target
 
-STREAMED_L1_MULTIPLE = 2  # the streamed range starts at twice L1 ...
-L2_SHARE = 4  # ... and ends at a quarter of L2
+L2_SHARE = 4  # prefetched operands are at most a quarter of L2
 LEAD_L1_SHARE = 8  # the prefetched members ahead fill this share of L1
+STREAMED_TYPES = (ScalarType.F32, ScalarType.F64)
 
 
 def prefetch_next_group(func: Function, target: Target) -> None:
+    """Before tiling: `tile.prefetch` of the next group's operands ahead of each small gemm
+    whose tiles will not stream them."""
+
     def prefetched(inst: Instruction) -> list[Instruction]:
-        wanted = isinstance(inst, Gemm) and _prefetched(inst, target)
+        wanted = isinstance(inst, Gemm) and _prefetched_up_front(inst, target)
         return [*_prefetches(inst, target), inst] if wanted else [inst]  # type: ignore[arg-type]
 
     rewrite_bottom_up(func.body, prefetched)
+
+
+def stream_next_group(func: Function, target: Target) -> None:
+    """After tiling: each `tile.gemm` on group-indexed views of streamed operands gets the
+    next group's views, defined right after the views they follow."""
+    tiles = [t for t in walk(func.body) if isinstance(t, TileGemm) and _streamed(t, target)]
+    distances = {id(v): _distance(t, target) for t in tiles for v in _group_views(t)}
+    following: dict[int, Value] = {}
+
+    def after_view(inst: Instruction) -> list[Instruction]:
+        if id(inst) not in distances:
+            return [inst]
+        assert isinstance(inst, Subview)
+        b = Builder(Region())
+        following[id(inst)] = _next_group_view(b, inst, _group_ahead(b, inst, distances[id(inst)]))
+        return [inst, *b.region.instructions]
+
+    rewrite_bottom_up(func.body, after_view)
+    for t in tiles:
+        for field in ("a", "b", "c"):
+            view = _group_view(getattr(t, field))
+            if view is not None:
+                setattr(t, f"next_{field}", following[id(view)])
+
+
+def lines_per_step(lines: int, tile_elements: int, c_elements: int, depth: int) -> int:
+    """Lines of a next-member view that one K step of a tile prefetches: the tile's share of
+    them (as its part of C's elements), spread over its `depth` K steps, at least one."""
+    share = -(-tile_elements * lines // c_elements)
+    return max(1, -(-share // depth))
+
+
+def first_line(elements_before: int, lines: int, c_elements: int) -> int:
+    """The first line of a tile's share: C's tiles are taken column block by column block,
+    `elements_before` of C's elements before this tile's (the emitter computes the same at
+    run time)."""
+    return elements_before * lines // c_elements
+
+
+def _prefetched_up_front(g: Gemm, target: Target) -> bool:
+    """Small gemms on views of static size and unit row stride that `_streamed` leaves."""
+    types = _operand_types(g)
+    if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types) or _streamed(g, target):
+        return False
+    return _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+
+
+def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
+    """f32 and f64 operands of static shapes and strides, unit row stride, at most a
+    quarter of L2 together, and at least one of them a group-indexed view."""
+    types = _operand_types(g)
+    static = all(DYNAMIC not in (*t.shape, *t.stride) and t.stride[0] == 1 for t in types)
+    if not static or any(t.element not in STREAMED_TYPES for t in types):
+        return False
+    return _member_bytes(g) <= target.l2_bytes // L2_SHARE and bool(_group_views(g))
 
 
 def _prefetches(g: Gemm, target: Target) -> list[Instruction]:
@@ -61,38 +120,36 @@ def _prefetches(g: Gemm, target: Target) -> list[Instruction]:
     if not views:
         return []
     b = Builder(Region())
-    last = b.index(BinaryOp.SUB, b.group_size(), 1)
-    group_id = next(o for o in views[0][0].offsets if is_group_id(o))  # all are equal
-    ahead = b.index(BinaryOp.ADD, group_id, _distance(g, target))
-    following = b.add(TileMin, lhs=ahead, rhs=last)
+    following = _group_ahead(b, views[0][0], _distance(g, target))  # all pick one group
     for view, write in views:
         b.add(TilePrefetch, write=write, source=_next_group_view(b, view, following))
     return b.region.instructions
 
 
-def _prefetched(g: Gemm, target: Target) -> bool:
-    """Static operands with unit row stride, small or streamed (see the module docstring)."""
-    types = _operand_types(g)
-    if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types):
-        return False
-    total = _member_bytes(g)
-    small = total <= target.l1_bytes // SMALL_GEMM_L1_SHARE
-    streamed = STREAMED_L1_MULTIPLE * target.l1_bytes <= total <= target.l2_bytes // L2_SHARE
-    return small or (streamed and all(t.element in (ScalarType.F32, ScalarType.F64) for t in types))
+def _group_ahead(b: Builder, view: Subview, distance: int) -> Value:
+    """min(g + distance, group_size - 1), g the group id `view` picks its member by."""
+    last = b.index(BinaryOp.SUB, b.group_size(), 1)
+    group_id = next(o for o in view.offsets if is_group_id(o))
+    ahead = b.index(BinaryOp.ADD, group_id, distance)
+    return b.add(TileMin, lhs=ahead, rhs=last)
 
 
-def _distance(g: Gemm, target: Target) -> int:
+def _distance(g: Gemm | TileGemm, target: Target) -> int:
     """How many groups ahead to prefetch: enough members to fill L1 / LEAD_L1_SHARE, so the
     tiniest ones ask early enough to cover the memory latency."""
     return max(1, target.l1_bytes // LEAD_L1_SHARE // _member_bytes(g))
 
 
-def _operand_types(g: Gemm) -> list[MemRefType]:
+def _operand_types(g: Gemm | TileGemm) -> list[MemRefType]:
     return [g.a.type, g.b.type, g.c.type]
 
 
-def _member_bytes(g: Gemm) -> int:
+def _member_bytes(g: Gemm | TileGemm) -> int:
     return sum(t.shape[0] * t.shape[1] * t.element.size for t in _operand_types(g))
+
+
+def _group_views(g: Gemm | TileGemm) -> list[Subview]:
+    return [view for v in (g.a, g.b, g.c) if (view := _group_view(v)) is not None]
 
 
 def _group_view(value: Value) -> Subview | None:

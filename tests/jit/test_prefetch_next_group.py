@@ -1,6 +1,7 @@
-"""Prefetching the next work-group's operands of batched gemms: which gemms get it (small and
-streamed sizes), the instructions it leaves, and results unchanged (the last group prefetches
-itself)."""
+"""Prefetching the next work-group's operands of batched gemms: which gemms get it, streamed
+by their tiles' K loops (f32/f64) or up front (`tile.prefetch`: the others, small ones), the
+instructions it leaves, the tiles' shares covering every line, and results unchanged (the
+last group prefetches itself)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import re
 
 import numpy as np
 import pytest
+
+from nanotc.codegen.asm import hot_loops
+from nanotc.lowering.prefetch import first_line, lines_per_step
 
 from .helpers import compiled
 
@@ -36,13 +40,58 @@ def batched(
 }}"""
 
 
-def test_small_batched_gemm_prefetches_the_next_groups_operands() -> None:
+def tile_gemms(tiled: str) -> list[str]:
+    return [line for line in tiled.splitlines() if "tile.gemm" in line]
+
+
+def test_batched_tiles_stream_the_next_groups_operands() -> None:
+    """Every tile names the next member's A, B and C; no prefetch before the gemm; the fully
+    unrolled K steps of the one 16 x 16 tile prefetch all 16 lines of each view."""
     compilation = compiled(batched("f32", 16, 16, 16), "avx512")
     tiled = compilation.tiled()
-    assert tiled.count("tile.prefetch ") == 2 and tiled.count("tile.prefetch.write ") == 1
-    assert "tile.min" in tiled  # the next group, at most the last
+    tiles = tile_gemms(tiled)
+    assert tiles and all("next a %" in t and "next b %" in t and "next c %" in t for t in tiles)
+    assert "tile.prefetch" not in tiled and "tile.min" in tiled  # the next group, at most the last
     code = compilation.assembly()
     assert code.count("prefetcht0") >= 2 * 16 and code.count("prefetchw") >= 16  # 1 KiB each
+
+
+@pytest.mark.parametrize(("ty", "m"), [("f32", 64), ("f64", 64), ("f64", 128)])
+def test_k_loops_prefetch_a_share_of_the_next_members_lines(ty: str, m: int) -> None:
+    """Operands from a quarter of L1 to a quarter of L2 (f32 64^3: 48 KiB, which up front
+    would evict the current member's lines; f64 128^3: 384 KiB): each K loop step asks for
+    a line of the next A and B (prefetcht0) and C (prefetchw), not a burst before the gemm."""
+    compilation = compiled(batched(ty, m, m, m), "avx512")
+    assert "next c %" in compilation.tiled()
+    k_loops = hot_loops(compilation.assembly(), "k")
+    assert k_loops
+    for loop in k_loops:
+        assert loop.count("prefetchw") >= 1 and loop.count("prefetcht0") >= 2
+        assert not loop.stack_accesses()
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "mr", "nr", "lines"),
+    [(64, 64, 64, 64, 6, 256), (16, 16, 16, 16, 16, 16), (56, 9, 9, 64, 9, 32),
+     (35, 9, 35, 48, 9, 78), (64, 64, 64, 16, 14, 512), (20, 9, 20, 32, 9, 2),
+     (64, 64, 8, 16, 8, 600)],
+)  # fmt: skip
+def test_the_tiles_shares_cover_every_line(
+    m: int, n: int, k: int, mr: int, nr: int, lines: int
+) -> None:
+    """C's tiles as gemm tiling makes them (column blocks of nr, the last one narrower; row
+    tiles of mr, the last one masked): every line of a view in some tile's share, and no
+    tile asking for more than its share rounded up to whole K steps."""
+    covered: set[int] = set()
+    for col in range(0, n, nr):
+        width = min(nr, n - col)
+        for row in range(0, m, mr):
+            first = first_line(col * m + row * width, lines, m * n)
+            per_step = lines_per_step(lines, mr * width, m * n, k)
+            share = -(-mr * width * lines // (m * n))
+            assert k * per_step <= share + k - 1  # the share, rounded up to whole K steps
+            covered.update(range(first, min(first + k * per_step, lines)))
+    assert covered == set(range(lines))
 
 
 @pytest.mark.parametrize(
@@ -55,45 +104,37 @@ def test_the_smallest_members_prefetch_further_ahead(
 ) -> None:
     """As many members ahead as fill an eighth of L1 (6 KiB on avx512), at least one."""
     tiled = compiled(batched(ty, m, n, k), "avx512").tiled()
-    assert re.findall(r"arith\.add %g, (\d+)", tiled) == [str(distance)]
+    assert set(re.findall(r"arith\.add %g, (\d+)", tiled)) == {str(distance)}
 
 
 @pytest.mark.parametrize(
-    ("ty", "m", "ld", "step"),
-    [("f64", 64, None, 64), ("f64", 72, 80, 80 * 8)],
-    ids=["dense block: a loop over its lines", "strided columns: a loop over the columns"],
+    ("text", "count"),
+    [(batched("f32", 8, 8, 8, inputs="bf16"), 3), (batched("f32", 16, 16, 16, inputs="f16"), 3)],
+    ids=["bf16 operands", "f16 operands"],
 )
-def test_streamed_batched_gemm_prefetches_the_next_groups_operands_in_loops(
-    ty: str, m: int, ld: int | None, step: int
-) -> None:
-    """Operands beyond twice L1 (96 KiB of f64 64^3, 124 KiB of 72^3) are prefetched too, by
-    loops: 1536 or more lines would otherwise be as many instructions."""
-    compilation = compiled(batched(ty, m, m, m, ld=ld), "avx512")
-    tiled = compilation.tiled()
-    assert tiled.count("tile.prefetch ") == 2 and tiled.count("tile.prefetch.write ") == 1
-    code = compilation.assembly()
-    lines = 3 * m * m * 8 // 64
-    assert 0 < code.count("prefetch") < lines // 4
-    trips = r"prefetch\w*\t[^\n]*\n\taddq\t\$(\d+), %r\w+\n\tcmpq"  # a loop's last prefetch
-    steps = {int(x) for x in re.findall(trips, code)}
-    assert any(s % step == 0 for s in steps), steps  # whole lines or whole columns per trip
+def test_small_gemms_the_tiles_do_not_stream_prefetch_up_front(text: str, count: int) -> None:
+    """Operands of other types than f32 and f64 (widened or dot-product kernels) within a
+    quarter of L1: the next group's views prefetched before the gemm."""
+    tiled = compiled(text, "avx512").tiled()
+    assert tiled.count("tile.prefetch") == count and "next a" not in tiled
 
 
 @pytest.mark.parametrize(
     "text",
-    [batched("f32", 64, 64, 64), batched("f64", 192, 192, 192),
-     batched("f32", 128, 128, 128, inputs="bf16"), batched("f32", 16, 16, 16, index="%i")],
-    ids=["operands between a quarter of L1 and twice L1", "operands beyond a quarter of L2",
-         "bf16 operands of a streamed size: packed", "views not picked by the group id"],
+    [batched("f64", 192, 192, 192), batched("f32", 128, 128, 128, inputs="bf16"),
+     batched("f32", 64, 64, 64, inputs="bf16"), batched("f32", 16, 16, 16, index="%i")],
+    ids=["operands beyond a quarter of L2", "bf16 operands of a streamed size: packed",
+         "bf16 operands beyond a quarter of L1", "views not picked by the group id"],
 )  # fmt: skip
 def test_no_prefetch_where_it_would_not_help(text: str) -> None:
-    assert "tile.prefetch" not in compiled(text, "avx512").tiled()
+    tiled = compiled(text, "avx512").tiled()
+    assert "tile.prefetch" not in tiled and "next a" not in tiled
 
 
 @pytest.mark.parametrize(
     ("ty", "m", "n", "k", "ld"),
     [("f32", 20, 9, 20, None), ("f64", 20, 9, 20, None), ("f64", 64, 64, 64, None),
-     ("f64", 72, 72, 72, 80)],
+     ("f64", 72, 72, 72, 80), ("f32", 35, 9, 35, None), ("f32", 56, 9, 9, 64)],
 )  # fmt: skip
 def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | None, rng) -> None:
     dt = np.float32 if ty == "f32" else np.float64
@@ -104,15 +145,16 @@ def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | Non
     want = c.copy()
     want[:m] += np.einsum("mkb,knb->mnb", a[:m].astype(np.float64), b.astype(np.float64))
     compilation = compiled(batched(ty, m, n, k, ld=ld))
-    assert "tile.prefetch" in compilation.tiled()
+    assert "next a %" in compilation.tiled()
     for threads in (1, 2):
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_views_with_a_run_time_column_stride_are_prefetched(rng) -> None:
-    """A's column stride known only at run time: the prefetch addresses are computed."""
+def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> None:
+    """A's column stride known only at run time: no stream (its lines are not static), the
+    next group's views prefetched before the gemm at computed addresses."""
     a_type = "memref<f32x8x8x?,strided<1,?,?>>"
     text = f"""func @k(%A: {a_type}, %B: memref<f32x8x8x?>, %C: memref<f32x8x8x?>) {{
   %g = group_id

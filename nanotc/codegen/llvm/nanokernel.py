@@ -27,6 +27,7 @@ from nanotc.codegen.llvm.helpers import (
 )
 from nanotc.codegen.llvm.output import OutputUpdate, write_output
 from nanotc.codegen.llvm.types import (
+    I8,
     I16,
     I32,
     PTR,
@@ -38,11 +39,46 @@ from nanotc.codegen.llvm.types import (
 )
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
-from nanotc.ir.types import DYNAMIC, ScalarType
+from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import A_PREFETCH_STEPS, Access, Beta, GemmNanokernel, plan
+from nanotc.lowering.prefetch import lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
+
+
+@dataclasses.dataclass(frozen=True)
+class _LineShare:
+    """Lines of one view a tile prefetches: `per_step` lines per K step from line `first`,
+    none past line `last` (the view's last)."""
+
+    base: ir.Value
+    first: Dim
+    per_step: int
+    last: int
+    write: bool
+
+    def prefetch(self, b: ir.IRBuilder, k: Dim) -> None:
+        for i in range(self.per_step):
+            line = add(b, self.first, add(b, mul(b, k, self.per_step), i))
+            if isinstance(line, int):
+                line = min(line, self.last)
+            else:
+                within = b.icmp_unsigned("<", line, const(self.last))
+                line = b.select(within, line, const(self.last))
+            offset = as_value(b, mul(b, line, CACHE_LINE_BYTES))
+            prefetch(b, b.gep(self.base, [offset], source_etype=I8), self.write)
+
+
+def _span_bytes(t: MemRefType) -> int:
+    """Bytes from a static view's first element to the end of its last column."""
+    rows, cols = (*t.shape, 1)[:2]
+    column_stride = t.stride[1] if len(t.stride) > 1 else rows
+    return ((cols - 1) * column_stride + rows) * t.element.size
+
+
+def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
+    return x // y if isinstance(x, int) else b.udiv(x, const(y))
 
 
 class NanokernelEmitter:
@@ -107,10 +143,13 @@ class NanokernelEmitter:
             for j in range(p.columns)
         ]
         a_pointers = self._a_lane_pointers(a_base, a, a.stride[a_rows])
+        shares = self._next_member_shares(depth)
 
         def step(k: Dim, acc: Accumulators) -> Accumulators:
             if p.prefetches_a:
                 self._prefetch_a(a, a_base, a.stride[a_k], k)
+            for share in shares:
+                share.prefetch(b, k)
             a_vectors = [
                 self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v) for v in range(p.vectors)
             ]
@@ -186,6 +225,24 @@ class NanokernelEmitter:
         if isinstance(depth, int) and depth % unroll == 0:
             return acc
         return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
+
+    def _next_member_shares(self, depth: Dim) -> list[_LineShare]:
+        """This tile's share of the lines of each next-member view (`tile.gemm ... next`),
+        spread over its K loop (`lowering.prefetch`: the tiles of a gemm cover every line)."""
+        inst = self.inst
+        if not isinstance(inst, TileGemm) or not inst.next_views():
+            return []
+        assert isinstance(depth, int)  # streamed operands are static (lowering.prefetch)
+        m, n = inst.c.type.shape
+        b = self.b
+        elements_before = add(b, mul(b, self.col, m), mul(b, self.row, inst.nr))
+        shares = []
+        for view, write in inst.next_views():
+            lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
+            first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
+            per_step = lines_per_step(lines, inst.mr * inst.nr, m * n, depth)
+            shares.append(_LineShare(self.e.value(view).ptr, first, per_step, lines - 1, write))
+        return shares
 
     def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:
         """Prefetch (for reading, into L1) the cache lines of the tile's rows of A at column
