@@ -65,21 +65,37 @@ def stream_next_group(func: Function, target: Target) -> None:
     tiles = [t for t in walk(func.body) if isinstance(t, TileGemm) and _streamed(t, target)]
     distances = {id(v): _distance(t, target) for t in tiles for v in _group_views(t)}
     following: dict[int, Value] = {}
-
-    def after_view(inst: Instruction) -> list[Instruction]:
-        if id(inst) not in distances:
-            return [inst]
-        assert isinstance(inst, Subview)
-        b = Builder(Region())
-        following[id(inst)] = _next_group_view(b, inst, _group_ahead(b, inst, distances[id(inst)]))
-        return [inst, *b.region.instructions]
-
-    rewrite_bottom_up(func.body, after_view)
+    _add_next_views(func.body, distances, following, {})
     for t in tiles:
         for field in ("a", "b", "c"):
             view = _group_view(getattr(t, field))
             if view is not None:
                 setattr(t, f"next_{field}", following[id(view)])
+
+
+def _add_next_views(
+    region: Region, distances: dict[int, int], following: dict[int, Value],
+    groups_ahead: dict[tuple[int, int], Value],
+) -> None:  # fmt: skip
+    """After each view in `distances`, its next-group view (into `following`). A group
+    index min(g + d, G - 1) is computed once per region and reused by the views after it
+    and in the regions nested below (`groups_ahead`, by group id and distance)."""
+    out: list[Instruction] = []
+    for inst in region.instructions:
+        for nested in inst.regions():
+            _add_next_views(nested, distances, following, dict(groups_ahead))
+        out.append(inst)
+        if id(inst) not in distances:
+            continue
+        assert isinstance(inst, Subview)
+        b = Builder(Region())
+        group_id = next(o for o in inst.offsets if is_group_id(o))
+        key = (id(group_id), distances[id(inst)])
+        if key not in groups_ahead:
+            groups_ahead[key] = _group_ahead(b, inst, distances[id(inst)])
+        following[id(inst)] = _next_group_view(b, inst, groups_ahead[key])
+        out.extend(b.region.instructions)
+    region.instructions = out
 
 
 def lines_per_step(lines: int, tile_elements: int, c_elements: int, depth: int) -> int:

@@ -51,7 +51,8 @@ def test_batched_tiles_stream_the_next_groups_operands() -> None:
     tiled = compilation.tiled()
     tiles = tile_gemms(tiled)
     assert tiles and all("next a %" in t and "next b %" in t and "next c %" in t for t in tiles)
-    assert "tile.prefetch" not in tiled and "tile.min" in tiled  # the next group, at most the last
+    assert "tile.prefetch" not in tiled
+    assert tiled.count("tile.min") == 1  # the next group, at most the last: once for all views
     code = compilation.assembly()
     assert code.count("prefetcht0") >= 2 * 16 and code.count("prefetchw") >= 16  # 1 KiB each
 
@@ -150,6 +151,64 @@ def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | Non
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_views_in_nested_regions_get_next_views_where_they_dominate(rng) -> None:
+    """C's view and the gemm inside an `if` (even groups only), A's and B's outside: each
+    next view follows its own view; the group index ahead, computed after A's view, serves
+    the view inside the `if` too."""
+    ty, t = "f64", "memref<f64x16x16x?>"
+    m = "memref<f64x16x16>"
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  %g = group_id
+  %a = subview %A[:,:,%g] : {t}
+  %b = subview %B[:,:,%g] : {t}
+  %odd = arith.rem %g, 2 : index
+  %even = cmp.eq %odd, 0 : index
+  if %even {{
+    %c = subview %C[:,:,%g] : {t}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {m}, {m}, {ty}, {m}
+  }}
+}}"""
+    compilation = compiled(text)
+    tiled = compilation.tiled()
+    assert "next c %" in tiled and tiled.count("tile.min") == 1  # after A's view, reused inside
+    batch = 5
+    a, b, c = (np.asfortranarray(rng.uniform(-1, 1, (16, 16, batch))) for _ in range(3))
+    want = c.copy()
+    want[:, :, ::2] += np.einsum("mkb,knb->mnb", a, b)[:, :, ::2]
+    compilation["k"](a, b, c, group_size=batch, num_threads=2)
+    np.testing.assert_allclose(c, want, rtol=1e-12, atol=1e-12)
+
+
+def test_sibling_regions_compute_their_own_group_index_ahead(rng) -> None:
+    """Gemms in both branches of an `if`, their views inside: a group index computed in one
+    branch does not dominate the other, so each computes its own."""
+    t, m = "memref<f32x8x8x?>", "memref<f32x8x8>"
+    views = "\n".join(f"    %{x} = subview %{x.upper()}[:,:,%g] : {t}" for x in "abc")
+    gemm = f"    gemm.n.n {{alpha}}, %a, %b, 1.0, %c : f32, {m}, {m}, f32, {m}"
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  %g = group_id
+  %odd = arith.rem %g, 2 : index
+  %even = cmp.eq %odd, 0 : index
+  if %even {{
+{views}
+{gemm.format(alpha="1.0")}
+  }} else {{
+{views}
+{gemm.format(alpha="-1.0")}
+  }}
+}}"""
+    compilation = compiled(text)
+    assert compilation.tiled().count("tile.min") == 2
+    batch = 5
+    a, b, c = (
+        np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32)) for _ in "abc"
+    )
+    product = np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+    want = c + np.where(np.arange(batch) % 2 == 0, 1.0, -1.0) * product
+    compilation["k"](a, b, c, group_size=batch, num_threads=2)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
 def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> None:
