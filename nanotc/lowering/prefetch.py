@@ -125,9 +125,9 @@ def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
     quarter of L2 together, and at least one of them a group-indexed view."""
     types = _operand_types(g)
     static = all(DYNAMIC not in (*t.shape, *t.stride) and t.stride[0] == 1 for t in types)
-    if not static or any(t.element not in STREAMED_TYPES for t in types):
+    if not _group_views(g) or not static or any(t.element not in STREAMED_TYPES for t in types):
         return False
-    return _member_bytes(g) <= target.l2_bytes // L2_SHARE and bool(_group_views(g))
+    return _member_bytes(g) <= target.l2_bytes // L2_SHARE
 
 
 def _prefetches(g: Gemm, target: Target) -> list[Instruction]:
