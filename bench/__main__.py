@@ -1,11 +1,12 @@
-"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4,in-cache] [common
-options]` (also `nanotc bench [w1 w2 w3 w4 in-cache] [options]`).
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4,w5,in-cache] [common
+options]` (also `nanotc bench [w1 w2 w3 w4 w5 in-cache] [options]`).
 
-Each workload keeps its own defaults (W1, W2: fp32 and fp64 on 1 and 2 threads; W3: fp32 on 1
-thread; W4: bf16 on 1 and 2 threads; in-cache: fp32 and fp64 on 1 thread) unless --threads/--dtypes
-are given. A workload that fails is reported with its traceback and the others still run; the exit
-status is then 1. One CSV per workload goes to bench/results/ (unless --no-csv; --results-dir to
-write elsewhere), with a PNG chart beside it when matplotlib is installed (unless --no-chart).
+Each workload keeps its own defaults (W1, W2, W5: fp32 and fp64 on 1 and 2 threads; W3: fp32
+on 1 thread; W4: bf16 on 1 and 2 threads; in-cache: fp32 and fp64 on 1 thread) unless
+--threads/--dtypes are given. A workload that fails is reported with its traceback and the
+others still run; the exit status is then 1. One CSV per workload goes to bench/results/
+(unless --no-csv; --results-dir to write elsewhere), with a PNG chart beside it when
+matplotlib is installed (unless --no-chart).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import chart, harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16
+from bench import chart, harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -51,6 +52,10 @@ WORKLOADS = (
         lambda s, p: w4_bf16.run(s, p),
     ),
     Workload(
+        "w5", "W5 memory-bound instructions against copy bandwidth", "w5_blas", (1, 2),
+        ("f32", "f64"), lambda s, p: w5_blas.run(s, p),
+    ),
+    Workload(
         "in-cache", "In-cache GEMM C += A B (one thread)", "in_cache", (1,), ("f32", "f64"),
         lambda s, p: in_cache.run(s, p),
     ),
@@ -64,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workloads",
         type=harness.parse_list(str),
         default=tuple(w.name for w in WORKLOADS),
-        help="which workloads (default w1,w2,w3,w4,in-cache)",
+        help="which workloads (default w1,w2,w3,w4,w5,in-cache)",
     )
     parser.add_argument("--no-chart", action="store_true", help="do not draw PNG charts")
     parser.add_argument(

@@ -37,7 +37,8 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
-PEER_ORDER = ("numpy", "torch", "libxsmm", "blis")  # column order of the tables
+# column order of the tables
+PEER_ORDER = ("memcpy", "numpy", "openblas", "torch", "libxsmm", "blis")
 
 
 class ValidationError(AssertionError):
@@ -115,10 +116,13 @@ def _timed_call(call: Callable[[int], float | None], reps: int) -> tuple[float, 
 
 
 def calibrate(run: Callable[[int], float | None], target: float, limit: int = 1 << 24) -> int:
-    """Repetition count whose call to `run(count)` lasts about `target` seconds (at least 1)."""
+    """Repetition count whose call to `run(count)` lasts about `target` seconds (at least 1).
+    Each count is timed twice and the faster call counts: a first call can pay a one-off
+    delay (a pool thread waking on an idle core took up to 4 ms here) that would otherwise
+    set the count to 1 and leave every sample dominated by it."""
     count = 1
     while count < limit:
-        seconds, _ = _timed_call(run, count)
+        seconds = min(_timed_call(run, count)[0] for _ in range(2))
         if seconds >= target / 4:
             return max(1, min(limit, round(count * target / seconds)))
         count *= 8
@@ -279,6 +283,7 @@ class Row:
     peers: dict[str, Timing] = field(default_factory=dict)
     peak: float | None = None  # GFLOP/s of `threads` cores for this dtype
     bytes: float | None = None  # memory traffic per unit of work, for memory-bound variants
+    reference_gbs: float | None = None  # the machine's copy rate in the same run (W5's % copy)
     variant: str = ""
     params: str = ""  # how the configuration was set up (block size, batch, repetitions)
     note: str = ""  # anything that qualifies the numbers; printed under the table
@@ -292,6 +297,11 @@ class Row:
     @property
     def percent_peak(self) -> float | None:
         return None if not self.peak else 100 * self.gflops(self.nanotc) / self.peak
+
+    @property
+    def percent_copy(self) -> float | None:
+        gbs = self.gbs(self.nanotc)
+        return None if gbs is None or not self.reference_gbs else 100 * gbs / self.reference_gbs
 
     def ratio(self, peer: str) -> float | None:
         """nanotc's speed over the peer's (above 1: nanotc is faster)."""
@@ -366,13 +376,18 @@ def _rate(value: float | None, digits: int = 1) -> str:
 
 
 def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
-    """Aligned text table: one line per row, a GFLOP/s and a ratio column per peer."""
+    """Aligned text table: one line per row, a rate (GFLOP/s; GB/s for rows measured against
+    the copy bandwidth) and a ratio column per peer."""
     memory_bound = any(r.bytes is not None for r in rows)
+    against_copy = any(r.reference_gbs is not None for r in rows)
     header = ["workload", "shape", "dtype", "thr", "nanotc GF/s", "% peak"]
     if memory_bound:
         header.append("nanotc GB/s")
+    if against_copy:
+        header.append("% copy")
+    unit = "GB/s" if against_copy else "GF/s"  # memory-bound rows compare peers' bandwidth
     for peer in peers:
-        header += [f"{peer} GF/s", f"nanotc/{peer}"]
+        header += [f"{peer} {unit}", f"nanotc/{peer}"]
     lines = [header]
     for r in rows:
         name = f"{r.workload}/{r.variant}" if r.variant else r.workload
@@ -380,9 +395,12 @@ def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
         line.append(_rate(r.percent_peak))
         if memory_bound:
             line.append(_rate(r.gbs(r.nanotc)))
+        if against_copy:
+            line.append(_rate(r.percent_copy))
         for peer in peers:
             timing, ratio = r.peers.get(peer), r.ratio(peer)
-            line.append("-" if timing is None else _rate(r.gflops(timing)))
+            rate = r.gbs if against_copy else r.gflops
+            line.append("-" if timing is None else _rate(rate(timing)))
             line.append("-" if ratio is None else f"{ratio:.2f}")
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -447,7 +465,8 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
     path = directory / f"{name}-{stamp}.csv"
     peers = peer_order(rows)
     columns = ["workload", "variant", "shape", "dtype", "threads", "flops", "bytes", "peak_gflops"]
-    columns += ["nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs", "nanotc_repeats"]
+    columns += ["nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs", "nanotc_pct_copy"]
+    columns += ["nanotc_repeats"]
     for p in peers:
         columns += [f"{p}_s", f"{p}_gflops", f"{p}_gbs", f"ratio_{p}"]
     meta = provenance()
@@ -469,6 +488,7 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
                 "nanotc_gflops": r.gflops(r.nanotc),
                 "nanotc_pct_peak": r.percent_peak,
                 "nanotc_gbs": r.gbs(r.nanotc),
+                "nanotc_pct_copy": r.percent_copy,
                 "nanotc_repeats": r.nanotc.repeats,
                 "params": r.params,
                 "note": r.note,

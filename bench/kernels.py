@@ -119,3 +119,74 @@ def compiled(source: str) -> Kernel:
     compilation = nanotc.compile(source, name="<bench>")
     (name,) = list(compilation)
     return compilation[name]
+
+
+# W5: one memory-bound instruction per kernel. Operands are dynamic; work-group g of G takes
+# the g-th of G equal slices along `split` (the extent must divide evenly) and runs the
+# instruction on it %reps times. Per instruction: its arguments as (name, rank), the argument
+# and dimension whose extent is split, the slices as (view, argument, indices), and the
+# instruction; `{v}` is the slice type
+# of a vector, `{m}` of a matrix slice, `{t}` the element type.
+_SLICED = {
+    "copy": (
+        (("x", 1), ("y", 1)), ("y", 0),
+        (("xs", "x", "%lo:%per"), ("ys", "y", "%lo:%per")),
+        "axpby.n 1.0, %xs, 0.0, %ys : {t}, {v}, {t}, {v}",
+    ),
+    "axpby": (
+        (("x", 1), ("y", 1)), ("y", 0),
+        (("xs", "x", "%lo:%per"), ("ys", "y", "%lo:%per")),
+        "axpby.n 1.5, %xs, 0.5, %ys : {t}, {v}, {t}, {v}",
+    ),
+    "hadamard": (
+        (("x", 1), ("y", 1), ("z", 1)), ("z", 0),
+        (("xs", "x", "%lo:%per"), ("ys", "y", "%lo:%per"), ("zs", "z", "%lo:%per")),
+        "hadamard 1.5, %xs, %ys, 1.0, %zs : {t}, {v}, {v}, {t}, {v}",
+    ),
+    "sum": (
+        (("x", 1), ("s", 1)), ("x", 0),
+        (("xs", "x", "%lo:%per"), ("ss", "s", "%g")),
+        "sum.n 1.0, %xs, 0.0, %ss : {t}, {v}, {t}, memref<{t}>",
+    ),
+    "gemv.n": (
+        (("a", 2), ("x", 1), ("y", 1)), ("a", 0),
+        (("as", "a", "%lo:%per, :"), ("ys", "y", "%lo:%per")),
+        "gemv.n 1.0, %as, %x, 0.0, %ys : {t}, {m}, {v}, {t}, {v}",
+    ),
+    "gemv.t": (
+        (("a", 2), ("x", 1), ("y", 1)), ("a", 1),
+        (("as", "a", ":, %lo:%per"), ("ys", "y", "%lo:%per")),
+        "gemv.t 1.0, %as, %x, 0.0, %ys : {t}, {m}, {v}, {t}, {v}",
+    ),
+    "ger": (
+        (("x", 1), ("y", 1), ("a", 2)), ("a", 1),
+        (("ys", "y", "%lo:%per"), ("as", "a", ":, %lo:%per")),
+        "ger 1.0, %x, %ys, 1.0, %as : {t}, {v}, {v}, {t}, {m}",
+    ),
+}  # fmt: skip
+SLICED_OPS = tuple(_SLICED)
+
+
+def sliced(op: str, dtype: str) -> str:
+    """W5: `op` (one of SLICED_OPS) on work-group g's slice of its operands, %reps times."""
+    arguments, (split, dim), slices, instruction = _SLICED[op]
+    types = {1: memref(dtype, "?"), 2: memref(dtype, "?", "?")}
+    params = ", ".join(f"%{name}: {types[rank]}" for name, rank in arguments)
+    rank_of = dict(arguments)
+    views = "".join(
+        f"    %{view} = subview %{source}[{index}] : {types[rank_of[source]]}\n"
+        for view, source, index in slices
+    )
+    body = instruction.format(t=dtype, v=memref(dtype, "?"), m=f"memref<{dtype}x?x?,strided<1,?>>")
+    return f"""\
+func @w5({params}, %reps: index) {{
+    %g = group_id
+    %groups = group_size
+    %extent = size %{split}[{dim}] : {types[rank_of[split]]}
+    %per = arith.div %extent, %groups : index
+    %lo = arith.mul %g, %per : index
+{views}    for %r = 0, %reps {{
+        {body}
+    }}
+}}
+"""

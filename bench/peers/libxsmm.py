@@ -13,12 +13,10 @@ Run `python -m bench.peers.libxsmm` to build, check every entry against numpy an
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,17 +24,14 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from bench.peers.cbuild import BUILD, Unavailable, compile_shared
+
 SOURCE = Path(__file__).with_name("libxsmm_driver.c")
-BUILD = Path(__file__).resolve().parent.parent / "results" / ".build"
 _ERRORS = {
     -1: "libxsmm dispatched no kernel",
     -2: "thread creation failed",
     -3: "not supported by this libxsmm",
 }
-
-
-class Unavailable(RuntimeError):
-    """The driver cannot be built or loaded here."""
 
 
 def _flags() -> tuple[list[str], list[list[str]]]:
@@ -68,32 +63,11 @@ def _header_stamp(cflags: list[str]) -> str:
 
 def build(directory: Path = BUILD) -> Path:
     """Compile the driver (or reuse a cached build); raise `Unavailable` with the reason."""
-    compiler = os.environ.get("CC", "gcc")
-    if not shutil.which(compiler):
-        raise Unavailable(f"no C compiler ({compiler}) to build the driver")
     cflags, link_options = _flags()
-    source = SOURCE.read_text(encoding="utf-8")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        directory = Path(tempfile.gettempdir()) / "nanotc-bench-build"
-        directory.mkdir(parents=True, exist_ok=True)
-    errors = []
-    for libs in link_options:
-        key = "\n".join([source, compiler, *cflags, *libs, _header_stamp(cflags)])
-        output = directory / f"libxsmm_driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
-        if output.exists():
-            return output
-        partial = output.with_suffix(f".{os.getpid()}.tmp")
-        command = [compiler, *cflags, str(SOURCE), "-o", str(partial), *libs]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode == 0:
-            os.replace(partial, output)
-            return output
-        partial.unlink(missing_ok=True)
-        errors.append(done.stderr.strip().splitlines()[:1] or [f"exit {done.returncode}"])
-    detail = errors[-1][0] if errors else "unknown error"
-    raise Unavailable(f"driver did not build against libxsmm ({detail})")
+        return compile_shared(SOURCE, cflags, link_options, _header_stamp(cflags), directory)
+    except Unavailable as error:
+        raise Unavailable(f"driver did not build against libxsmm ({error})") from None
 
 
 def _array(name: str, value: np.ndarray, dtype: Any, ndim: int) -> np.ndarray:

@@ -34,7 +34,8 @@ class OpenBlas:
 
 
 @cache
-def _openblas() -> OpenBlas | None:
+def loaded_openblas() -> OpenBlas | None:
+    """numpy's OpenBLAS as loaded in this process (its path and thread-count entries), or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             paths = {ln.split()[-1] for ln in maps if "openblas" in ln.lower() and "/" in ln}
@@ -65,7 +66,7 @@ def blas_threads(count: int) -> Iterator[bool]:
         with threadpool_limits(limits=count, user_api="blas"):
             yield True
         return
-    blas = _openblas()
+    blas = loaded_openblas()
     if blas is None:
         yield False
         return

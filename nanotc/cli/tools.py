@@ -116,14 +116,15 @@ def add_bench_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "bench",
         help="run the benchmark suite (bench/) against the peers found installed",
         description="Run the workloads of bench/ (all, or those named) against every peer "
-        "found (numpy, torch, libxsmm, BLIS): a table of GFLOP/s, %% of this machine's "
-        "measured peak and the ratio to each peer, a CSV and, with matplotlib, a PNG chart in "
+        "found (numpy, torch, libxsmm, BLIS, numpy's CBLAS, memcpy): a table of GFLOP/s (GB/s "
+        "for W5), %% of this machine's measured peak and the ratio to each peer, a CSV and, "
+        "with matplotlib, a PNG chart in "
         "bench/results/. Options after the parts are those of `python -m bench` "
         "(--quick, --threads, --dtypes, --peers, --peak, --repeats, --budget, --no-csv, "
         "--no-chart, ...).",
     )
     b.add_argument(
-        "parts", nargs="*", metavar="PART", help="w1, w2, w3, w4, in-cache (default: all)"
+        "parts", nargs="*", metavar="PART", help="w1, w2, w3, w4, w5, in-cache (default: all)"
     )
     p = sub.add_parser("peak", help="measure this machine's per-core peak GFLOP/s")
     p.set_defaults(run=cmd_peak)

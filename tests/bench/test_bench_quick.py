@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench import harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16
+from bench import harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -118,3 +118,37 @@ def test_w4_bf16(peers: Peers) -> None:
     for row in rows:
         assert row.dtype == "bf16" and row.gflops(row.nanotc) > 0
         assert "f32" in row.peers and all(row.gflops(t) > 0 for t in row.peers.values())
+
+
+def test_w5_against_copy_bandwidth(peers: Peers) -> None:
+    """Every instruction validated and timed on both variants; copy first, whose memcpy rate
+    is every row's reference; peers' columns are in GB/s."""
+    settings = replace(QUICK, threads=(1, 2), dtypes=("f64",))
+    rows = w5_blas.run(settings, peers, ops=w5_blas.OPS)
+    assert {(r.variant, r.shape.split()[0], r.threads) for r in rows} == {
+        (v, op, t) for v in w5_blas.VARIANTS for op in w5_blas.OPS for t in (1, 2)
+    }
+    for row in rows:
+        assert row.gbs(row.nanotc) > 0 and "numpy" in row.peers
+        assert row.reference_gbs is not None and row.percent_copy > 0  # gcc builds memcpy
+    copies = [r for r in rows if r.shape.startswith("copy")]
+    assert all(r.reference_gbs == pytest.approx(r.gbs(r.peers["memcpy"])) for r in copies)
+    assert all("openblas" in r.peers for r in rows if r.shape.split()[0] in w5_blas.CBLAS_OPS)
+    table = harness.format_table(rows, harness.peer_order(rows))
+    assert "% copy" in table.splitlines()[0] and "numpy GB/s" in table.splitlines()[0]
+
+
+@pytest.mark.parametrize("op", ["axpby", "gemv.n", "sum"])
+def test_w5_refuses_a_wrong_kernel(op: str, monkeypatch: pytest.MonkeyPatch, peers: Peers) -> None:
+    right = w5_blas.kernels.sliced
+
+    def wrong(name: str, dtype: str) -> str:  # alpha 1.25 instead of 1 or 1.5
+        text = right(name, dtype)
+        return (
+            text.replace("1.0, %", "1.25, %").replace("1.5, %", "1.25, %") if name == op else text
+        )
+
+    monkeypatch.setattr(w5_blas.kernels, "sliced", wrong)
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    with pytest.raises(harness.ValidationError, match=f"nanotc {op}"):
+        w5_blas.run(settings, peers, ops=[op], variants=["cache"])

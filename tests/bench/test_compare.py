@@ -190,3 +190,14 @@ def test_each_timed_call_follows_a_warm_call_and_on_threads_a_pause(monkeypatch)
         assert len(calls) == 2 * len(NAMES) * settings.repeats
         assert all(calls[i] == calls[i + 1] for i in range(0, len(calls), 2))  # warm, timed
         assert pauses == expected_pauses
+
+
+def test_calibration_is_not_set_by_one_slow_call() -> None:
+    """A first call that pays a one-off delay (a pool thread waking) must not set the count."""
+    calls: list[int] = []
+
+    def first_call_slow(reps: int) -> float:
+        calls.append(reps)
+        return 0.001 * reps + (0.05 if len(calls) == 1 else 0.0)
+
+    assert harness.calibrate(first_call_slow, target=0.008) == 8
