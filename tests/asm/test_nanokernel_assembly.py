@@ -10,6 +10,7 @@ import pytest
 
 import nanotc
 from nanotc.codegen import asm
+from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS
 
 W2_SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35),
              (20, 9, 20), (64, 64, 256)]  # fmt: skip
@@ -346,3 +347,29 @@ def test_static_transposed_a_is_packed_not_gathered(ty: str) -> None:
     for loop in loops:
         assert not any("gather" in i for i in loop.instructions)
         assert loop.stack_accesses() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "op"),
+    [
+        ("sum.n 1.0, %x, 0.0, %s : f32, memref<f32x?>, f32, memref<f32>", "vaddps"),
+        ("gemv.t 1.0, %M, %x, 0.0, %y : f32, memref<f32x?x?>, memref<f32x?>, f32, memref<f32x?>",
+         "vfmadd"),
+    ],
+    ids=["sum", "gemv.t"],
+)  # fmt: skip
+def test_reductions_keep_independent_partial_sums(body: str, op: str) -> None:
+    """The main loop of a reduction adds into CHAINS different registers, so the adds do not
+    wait for each other; gemv.t's loads one vector of x per step for all its columns."""
+    text = (
+        "func @k(%x: memref<f32x?>, %y: memref<f32x?>, %s: memref<f32>, "
+        f"%M: memref<f32x?x?>) {{\n  {body}\n}}"
+    )
+    loop = max(asm.hot_loops(assembly(text, "avx512"), "k", op), key=lambda lp: lp.count(op))
+    adds = [i for i in loop.instructions if i.startswith(op)]
+    assert len({i.split()[-1] for i in adds}) == CHAINS
+    assert loop.stack_accesses() == []
+    if op == "vfmadd":  # every FMA reads A from memory; x comes from CHAINS / GEMV_COLUMNS loads
+        assert all("(" in i for i in adds)
+        loads = [i for i in loop.instructions if i.startswith("vmovups") and "(" in i]
+        assert len(loads) == CHAINS // GEMV_COLUMNS

@@ -13,13 +13,7 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm import blas_vector
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
-from nanotc.codegen.llvm.helpers import (
-    carried_loop,
-    convert,
-    for_range,
-    load_scalar,
-    memref_element,
-)
+from nanotc.codegen.llvm.helpers import carried_loop, for_range, memref_element, read
 from nanotc.codegen.llvm.output import OutputUpdate, with_output_update, write_output
 from nanotc.codegen.llvm.scalar import binary
 from nanotc.codegen.llvm.types import Dim, MemrefValue, register_type
@@ -36,12 +30,6 @@ from nanotc.ir.instructions import (
 from nanotc.ir.types import ScalarType
 
 # -- element access ---------------------------------------------------------------------------
-
-
-def read(b: ir.IRBuilder, m: MemrefValue, indices: list[Dim], ct: ScalarType) -> ir.Value:
-    return convert(
-        b, load_scalar(b, memref_element(b, m, indices), m.type.element), m.type.element, ct
-    )
 
 
 def op_index(trans: Transpose, m: MemrefValue, i: Dim, j: Dim) -> list[Dim]:
@@ -126,13 +114,15 @@ def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
     out: MemrefValue = e.value(inst.c)
     b = e.b
     depth = op_shape(inst.trans_a, a)[1]
-    vectorised = inst.trans_a is Transpose.T and blas_vector.applies(
-        inst, [(out, 0), (a, 0), (x, 0)]
-    )
+    if inst.trans_a is Transpose.T:
+        vectorised = blas_vector.applies(inst, [(out, 0), (a, 0), (x, 0)])
+    else:
+        vectorised = blas_vector.gemv_n_applies(inst, out, a)
 
     def nest(u: OutputUpdate) -> None:
         if vectorised:
-            blas_vector.gemv_t(e, a, x, out, u)
+            gemv = blas_vector.gemv_t if inst.trans_a is Transpose.T else blas_vector.gemv_n
+            gemv(e, a, x, out, u)
             return
         ct = u.compute
         with for_range(b, 0, out.shape[0]) as i:

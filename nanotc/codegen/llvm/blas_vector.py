@@ -1,16 +1,17 @@
-"""Vectorised axpby, hadamard, sum and gemv.t: memory-bound instructions as loops over full
-target vectors along the contiguous mode, with one masked vector for the remainder.
+"""Vectorised axpby, hadamard, sum, gemv.t and gemv.n: memory-bound instructions as loops
+over full target vectors along the contiguous mode, with one masked vector for the remainder.
 
 They apply when the compute type is f32 or f64, every element type a float (16-bit ones are
 widened on load and rounded on store), the update is not atomic, and every operand is
 contiguous along the vectorised mode; otherwise the plain loop nests of `blas` run.
-Reductions (sum, gemv.t) accumulate a vector of partial sums and add its lanes at the end,
-so their rounding differs from a sequential sum (as BLAS implementations' does).
+Reductions (sum, gemv.t) accumulate CHAINS vectors of partial sums and add them and their
+lanes at the end, so their rounding differs from a sequential sum (as BLAS
+implementations' does). gemv.n runs as axpys down A's columns, accumulating into c.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
@@ -22,6 +23,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     memref_element,
+    read,
     sub,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, write_output
@@ -30,6 +32,12 @@ from nanotc.ir.instructions import BlasInstruction, Sum, Transpose
 from nanotc.ir.types import ScalarType
 
 VECTOR_TYPES = (ScalarType.F32, ScalarType.F64)
+# Independent partial sums a reduction keeps: a vector add takes 4 cycles and two start per
+# cycle, so 8 in flight keep the adder busy.
+CHAINS = 8
+GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 partial sums)
+GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
+Accumulate = Callable[[ir.Value, ir.Value, "ir.Value | None"], ir.Value]  # (acc, i, mask)
 
 
 def applies(inst: BlasInstruction, contiguous: list[tuple[MemrefValue, int]]) -> bool:
@@ -39,6 +47,12 @@ def applies(inst: BlasInstruction, contiguous: list[tuple[MemrefValue, int]]) ->
     floats = all(m.type.element.is_float for m, _ in contiguous)
     unit = all(m.type.order == 0 or m.stride[mode] == 1 for m, mode in contiguous)
     return ct in VECTOR_TYPES and floats and unit and not inst.atomic
+
+
+def gemv_n_applies(inst: BlasInstruction, out: MemrefValue, a: MemrefValue) -> bool:
+    """`gemv_n` fits: vector code for A's columns and c, and c holds the compute type."""
+    same = compute_type(out.type.element) == out.type.element
+    return same and applies(inst, [(out, 0), (a, 0)])
 
 
 class VectorLoops:
@@ -57,7 +71,7 @@ class VectorLoops:
     def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None]) -> None:
         """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked."""
         b, lanes = self.b, self.lanes
-        main = n - n % lanes if isinstance(n, int) else sub(b, n, b.srem(n, const(lanes)))
+        main = _floor(b, n, lanes)
         with for_range(b, 0, main, lanes, name="v") as i:
             body(i, None)
         if isinstance(n, int):
@@ -68,22 +82,44 @@ class VectorLoops:
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
 
-    def reduce(self, n: Dim, term: Callable[[ir.Value, ir.Value | None], ir.Value]) -> ir.Value:
-        """Sum over n elements of term(i, mask) vectors, as a scalar."""
+    def reduce(self, n: Dim, steps: Sequence[Accumulate]) -> list[ir.Value]:
+        """One scalar per step: the sum over n elements that `step(acc, i, mask)` adds to a
+        vector of partial sums. Each step keeps CHAINS // len(steps) independent partial sums
+        in the main loop, so that the adds overlap rather than wait for each other."""
         b, lanes = self.b, self.lanes
-        main = n - n % lanes if isinstance(n, int) else sub(b, n, b.srem(n, const(lanes)))
-        (acc,) = carried_loop(
-            b, 0, main, lanes, [vec.zeros(self.type)],
-            lambda i, acc: [b.fadd(acc[0], term(i, None))], name="r",
+        chains = max(1, CHAINS // len(steps))
+        wide = lanes * chains
+        main = _floor(b, n, lanes)
+        init = [vec.zeros(self.type)] * (len(steps) * chains)
+
+        def unrolled(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            offsets = [b.add(i, const(c * lanes)) if c else i for c in range(chains)]
+            return [
+                step(acc[t * chains + c], offsets[c], None)
+                for t, step in enumerate(steps)
+                for c in range(chains)
+            ]
+
+        rest = _floor(b, n, wide)
+        acc = carried_loop(b, 0, rest, wide, init, unrolled, name="r")
+        firsts = [_add_all(b, acc[t * chains : (t + 1) * chains]) for t in range(len(steps))]
+        firsts = carried_loop(
+            b, rest, main, lanes, firsts,
+            lambda i, acc: [step(a, i, None) for step, a in zip(steps, acc)], name="rv",
         )  # fmt: skip
-        if isinstance(n, int):
-            if n % lanes:
-                acc = b.fadd(acc, term(const(main), vec.static_mask(lanes, n % lanes)))
-        else:
-            rest = b.sub(n, as_value(b, main))
-            acc = b.fadd(acc, term(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest)))
+        tail = self._tail(n, main)
+        if tail is not None:
+            firsts = [step(a, as_value(b, main), tail) for step, a in zip(steps, firsts)]
         name = f"llvm.vector.reduce.fadd.{vec.suffix(self.type)}"
-        return self._call_reassoc(name, [ir.Constant(self.type.element, 0.0), acc])
+        zero = ir.Constant(self.type.element, 0.0)
+        return [self._call_reassoc(name, [zero, a]) for a in firsts]
+
+    def _tail(self, n: Dim, main: Dim) -> ir.Value | None:
+        """The mask of the last, partial vector (all lanes off when there is none at run
+        time), or None when n is static and a multiple of the lanes."""
+        if isinstance(n, int):
+            return vec.static_mask(self.lanes, n % self.lanes) if n % self.lanes else None
+        return vec.dynamic_mask(self.b, self.lanes, 0, self.b.sub(n, as_value(self.b, main)))
 
     def _call_reassoc(self, name: str, args: list[ir.Value]) -> ir.Value:
         fn = self.b.module.globals.get(name) or ir.Function(
@@ -91,18 +127,38 @@ class VectorLoops:
         )
         return self.b.call(fn, args, fastmath=("reassoc",))
 
+    def store(self, m: MemrefValue, offset: Dim, value: ir.Value, mask: ir.Value | None) -> None:
+        element = m.type.element
+        ptr = element_ptr(self.b, m.ptr, element, offset)
+        vec.store(self.b, vec.to_memory(self.b, value, element), ptr, mask, element.size)
+
     def write(self, u: OutputUpdate, out: MemrefValue, offset: Dim, x: ir.Value,
               mask: ir.Value | None) -> None:  # fmt: skip
         """out[offset : offset+L] := alpha*x + beta*out (out not read when beta is 0)."""
         b = self.b
-        element = out.type.element
-        ptr = element_ptr(b, out.ptr, element, offset)
         value = b.fmul(x, vec.splat(b, u.alpha, self.lanes))
         if u.beta is not None:
             old = self.load(out, offset, mask)
             scaled = old if u.beta_is_one else b.fmul(old, vec.splat(b, u.beta, self.lanes))
             value = b.fadd(value, scaled)
-        vec.store(b, vec.to_memory(b, value, element), ptr, mask, element.size)
+        self.store(out, offset, value, mask)
+
+
+def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
+    """n rounded down to a multiple of `multiple`."""
+    return n - n % multiple if isinstance(n, int) else sub(b, n, b.srem(n, const(multiple)))
+
+
+def _repeat(steps: Sequence[Accumulate], chains: int) -> list[Accumulate]:
+    return [step for step in steps for _ in range(chains)]
+
+
+def _add_all(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
+    """Sum of the vectors as a balanced tree."""
+    while len(values) > 1:
+        pairs = [b.fadd(x, y) for x, y in zip(values[::2], values[1::2])]
+        values = pairs + list(values[len(pairs) * 2 :])
+    return values[0]
 
 
 def axpby(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
@@ -128,7 +184,7 @@ def hadamard(
 def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
     v, b = VectorLoops(e, u.compute), e.b
     if a.type.order == 1:
-        total = v.reduce(a.shape[0], lambda i, mask: v.load(a, i, mask))
+        (total,) = v.reduce(a.shape[0], [lambda acc, i, mask: b.fadd(acc, v.load(a, i, mask))])
         write_output(b, u, out.ptr, total)
     elif inst.trans is Transpose.N:  # row sums: vectors of rows, accumulated over columns
 
@@ -143,21 +199,80 @@ def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: Out
     else:  # column sums: one reduction along each contiguous column
         with for_range(b, 0, a.shape[1], name="j") as j:
             column = _column(e, a, j)
-            total = v.reduce(a.shape[0], lambda i, mask: v.load(column, i, mask))
+            (total,) = v.reduce(
+                a.shape[0], [lambda acc, i, mask: b.fadd(acc, v.load(column, i, mask))]
+            )
             write_output(b, u, memref_element(b, out, [j]), total)
 
 
 def gemv_t(
     e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: MemrefValue, u: OutputUpdate
 ) -> None:
-    """c(i) = alpha * sum_k A(k, i) x(k) + beta c(i): a dot product down each column of A."""
+    """c(i) = alpha * sum_k A(k, i) x(k) + beta c(i): dot products down the columns of A,
+    GEMV_COLUMNS at a time, so that each vector of x is loaded once for all of them and
+    their sums accumulate independently; the remaining columns one at a time."""
+    b, columns = e.b, a.shape[1]
+    blocked = _floor(b, columns, GEMV_COLUMNS)
+    with for_range(b, 0, blocked, GEMV_COLUMNS, name="i") as i:
+        _dot_columns(e, a, x, out, u, [b.add(i, const(c)) if c else i for c in range(GEMV_COLUMNS)])
+    with for_range(b, blocked, columns, name="i1") as i:
+        _dot_columns(e, a, x, out, u, [i])
+
+
+def _dot_columns(e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: MemrefValue,
+                 u: OutputUpdate, indices: list[ir.Value]) -> None:  # fmt: skip
     v, b = VectorLoops(e, u.compute), e.b
-    with for_range(b, 0, a.shape[1], name="i") as i:
-        column = _column(e, a, i)
-        total = v.reduce(
-            a.shape[0], lambda k, mask: b.fmul(v.load(column, k, mask), v.load(x, k, mask))
-        )
+
+    def dot(column: MemrefValue) -> Accumulate:
+        def step(acc: ir.Value, k: ir.Value, mask: ir.Value | None) -> ir.Value:
+            return vec.fma(b, v.load(column, k, mask), v.load(x, k, mask), acc, v.fused)
+
+        return step
+
+    totals = v.reduce(a.shape[0], [dot(_column(e, a, i)) for i in indices])
+    for i, total in zip(indices, totals):
         write_output(b, u, memref_element(b, out, [i]), total)
+
+
+def gemv_n(
+    e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: MemrefValue, u: OutputUpdate
+) -> None:
+    """c := alpha A x + beta c as axpys down the columns of A, so that A streams from memory
+    in its own order, each column read once from top to bottom (the order of BLAS gemv_n
+    kernels). c is first scaled by beta (set to 0 when beta is 0, without reading it); then
+    each block of GEMV_N_COLUMNS columns adds alpha x(k) A(:, k) to it in one pass. c holds
+    partial sums between the passes, so this applies only when c's element type is the
+    compute type (one rounding per pass)."""
+    v, b = VectorLoops(e, u.compute), e.b
+    rows, columns = out.shape[0], a.shape[1]
+    if u.beta is None:
+        v.each(rows, lambda i, mask: v.store(out, i, vec.zeros(v.type), mask))
+    elif not u.beta_is_one:
+        beta = vec.splat(b, u.beta, v.lanes)
+        v.each(rows, lambda i, mask: v.store(out, i, b.fmul(v.load(out, i, mask), beta), mask))
+    blocked = _floor(b, columns, GEMV_N_COLUMNS)
+    with for_range(b, 0, blocked, GEMV_N_COLUMNS, name="k") as k:
+        _axpy_columns(
+            e, v, a, x, out, u, [b.add(k, const(c)) if c else k for c in range(GEMV_N_COLUMNS)]
+        )
+    with for_range(b, blocked, columns, name="k1") as k:
+        _axpy_columns(e, v, a, x, out, u, [k])
+
+
+def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefValue,
+                  out: MemrefValue, u: OutputUpdate, indices: list[ir.Value]) -> None:  # fmt: skip
+    """out += sum over k in indices of alpha x(k) A(:, k), one pass over out."""
+    b = e.b
+    scales = [vec.splat(b, b.fmul(u.alpha, read(b, x, [k], u.compute)), v.lanes) for k in indices]
+    columns = [_column(e, a, k) for k in indices]
+
+    def rows(i: ir.Value, mask: ir.Value | None) -> None:
+        acc = v.load(out, i, mask)
+        for column, scale in zip(columns, scales):
+            acc = vec.fma(b, v.load(column, i, mask), scale, acc, v.fused)
+        v.store(out, i, acc, mask)
+
+    v.each(out.shape[0], rows)
 
 
 def _column(e: FunctionEmitter, m: MemrefValue, j: ir.Value) -> MemrefValue:

@@ -86,6 +86,13 @@ def load_scalar(b: ir.IRBuilder, ptr: ir.Value, t: ScalarType) -> ir.Value:
     return from_memory(b, b.load(ptr, typ=memory_type(t)), t)
 
 
+def read(b: ir.IRBuilder, m: MemrefValue, indices: list[Dim], ct: ScalarType) -> ir.Value:
+    """Element `indices` of m, converted to the compute type ct."""
+    return convert(
+        b, load_scalar(b, memref_element(b, m, indices), m.type.element), m.type.element, ct
+    )
+
+
 def store_scalar(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, t: ScalarType) -> None:
     b.store(to_memory(b, value, t), ptr)
 

@@ -1,0 +1,111 @@
+"""The vector loops of the memory-bound instructions at the sizes where their structure
+changes: sum and gemv.t keep several partial sums per output (CHAINS) over an unrolled main
+loop, then whole vectors, then one masked vector; gemv.t takes GEMV_COLUMNS columns at a time,
+then single columns; gemv.n scales c by beta, then adds GEMV_N_COLUMNS columns of A to it
+per pass, then single columns. Sizes around every one of those boundaries, on every target, against
+float64 numpy with the tolerance of a reordered sum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nanotc
+from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS, GEMV_N_COLUMNS
+
+from .helpers import TARGETS, compiled, kernel_name
+
+# Around 1, 2, CHAINS and CHAINS / GEMV_COLUMNS times the vector lanes of every target.
+LENGTHS = (0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 300)
+COLUMNS = (1, 2, GEMV_COLUMNS - 1, GEMV_COLUMNS, GEMV_COLUMNS + 1, 2 * GEMV_COLUMNS + 3)
+COLUMNS_N = (0, 1, GEMV_N_COLUMNS - 1, GEMV_N_COLUMNS, GEMV_N_COLUMNS + 1, 2 * GEMV_N_COLUMNS + 5)
+DTYPES = {"f32": np.float32, "f64": np.float64}
+
+
+def _tolerance(dtype: type, magnitude: np.ndarray, length: int) -> np.ndarray:
+    return 4 * np.finfo(dtype).eps * (length + 1) * magnitude + np.finfo(dtype).tiny
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_sum_of_a_vector_at_every_boundary(ty: str, target: str, rng) -> None:
+    v = f"memref<{ty}x?>"
+    text = f"func @s(%x: {v}, %s: memref<{ty}>) {{\n  sum.n 1.5, %x, 0.0, %s : {ty}, {v}, {ty}, memref<{ty}>\n}}"
+    kernel = compiled(text, target)[kernel_name(text)]
+    assert max(LENGTHS) > 2 * CHAINS * 16  # the unrolled loop runs on 16-lane vectors too
+    for n in LENGTHS:
+        x = rng.uniform(-1, 1, n).astype(DTYPES[ty])
+        out = np.full((), np.nan, DTYPES[ty])
+        kernel(x, out, group_size=1)
+        expected = 1.5 * x.astype(np.float64).sum()
+        assert abs(out - expected) <= _tolerance(DTYPES[ty], 1.5 * np.abs(x).sum(), n), n
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_gemv_t_at_every_boundary(ty: str, target: str, rng) -> None:
+    m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
+    text = (
+        f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n"
+        f"  gemv.t 2.0, %a, %x, %beta, %y : {ty}, {m}, {v}, {ty}, {v}\n}}"
+    )
+    kernel = compiled(text, target)[kernel_name(text)]
+    dtype = DTYPES[ty]
+    for k in LENGTHS[1::3]:
+        for n in COLUMNS:
+            a = np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(dtype))
+            x = rng.uniform(-1, 1, k).astype(dtype)
+            for beta in (0.0, 0.5):
+                y = rng.uniform(-1, 1, n).astype(dtype) if beta else np.full(n, np.nan, dtype)
+                expected = 2.0 * a.T.astype(np.float64) @ x + (beta * y if beta else 0)
+                bound = 2.0 * np.abs(a.T) @ np.abs(x) + abs(beta * y if beta else 0)
+                kernel(a, x, y, dtype(beta), group_size=1)
+                assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, k)), (k, n, beta)
+
+
+def _gemv_n(ty: str, target: str, x_stride: str = "") -> nanotc.api.Compilation:
+    m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
+    xv = f"memref<{ty}x?,strided<?>>" if x_stride else v
+    text = (
+        f"func @g(%a: {m}, %x: {xv}, %y: {v}, %beta: {ty}) {{\n"
+        f"  gemv.n 2.0, %a, %x, %beta, %y : {ty}, {m}, {xv}, {ty}, {v}\n}}"
+    )
+    return compiled(text, target)["g"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_gemv_n_at_every_boundary(ty: str, target: str, rng) -> None:
+    """Rows around the vector lanes, columns around GEMV_N_COLUMNS (none at all too: c is
+    then beta c), beta 0 (c is NaN and must not be read), 1 and other, x strided or not."""
+    dtype = DTYPES[ty]
+    for strided in (False, True):
+        kernel = _gemv_n(ty, target, "strided" if strided else "")
+        for m in LENGTHS[1::4]:
+            for n in COLUMNS_N:
+                a = np.asfortranarray(rng.uniform(-1, 1, (m, n)).astype(dtype))
+                x = rng.uniform(-1, 1, 3 * n).astype(dtype)[:: 3 if strided else 1][:n]
+                for beta in (0.0, 1.0, -0.5):
+                    y = rng.uniform(-1, 1, m).astype(dtype) if beta else np.full(m, np.nan, dtype)
+                    before = y.astype(np.float64) if beta else np.zeros(m)
+                    expected = 2.0 * a.astype(np.float64) @ x + beta * before
+                    bound = 2.0 * np.abs(a) @ np.abs(x) + abs(beta * before)
+                    kernel(a, x, y, dtype(beta), group_size=1)
+                    assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, n)), (m, n)
+
+
+def test_gemv_n_streams_columns_where_they_are_contiguous() -> None:
+    """gemv.n stays a gemv (axpys down A's columns) when A's columns are contiguous; when they
+    are not, or A is static and fits L1, it runs as a gemm on the nanokernels."""
+
+    def tiled(a: str) -> str:
+        v = "memref<f32x?>"
+        text = f"func @g(%a: {a}, %x: {v}, %y: {v}) {{\n  gemv.n 1.0, %a, %x, 0.0, %y : f32, {a}, {v}, f32, {v}\n}}"
+        return nanotc.compile(text, target="avx512").tiled()
+
+    columns = tiled("memref<f32x?x?>")
+    assert "gemv.n" in columns and "tile.gemm" not in columns
+    rows = tiled("memref<f32x?x?,strided<?,1>>")
+    assert "gemv.n" not in rows and "tile.gemm" in rows
+    small = tiled("memref<f32x56x9>")  # c stays in registers for the whole K loop
+    assert "gemv.n" not in small and "tile.gemm" in small
