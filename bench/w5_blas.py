@@ -26,6 +26,7 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from bench.peers.threads import blas_threads, blas_threads_note
 OPS = kernels.SLICED_OPS
 QUICK_OPS = ("copy", "axpby", "sum", "gemv.t")
 VARIANTS = ("memory", "cache")
-ALIGN = 64  # elements: every slice starts on a cache line and covers whole vectors
+ALIGN = 64  # elements: slices start 64 elements apart, whole vectors of any target
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class Sizes:
 @dataclass
 class Operands:
     """One instruction's arguments in the kernel's order, the one it writes, what that
-    should hold after one call (float64), a bound on the rounding error, and the length of
-    the sums behind each element."""
+    should hold after one call (float64), a bound on the rounding error, the length of the
+    sums behind each element, and the bytes and flops of one call."""
 
     args: dict[str, np.ndarray]
     out: str
@@ -180,8 +181,8 @@ def _cblas_call(op: str, blas: cblas.Cblas, args: dict[str, np.ndarray]) -> Call
     return lambda: blas.ger(args["x"], args["y"], args["a"])
 
 
-def _torch_call(op: str, torch: object, args: dict[str, np.ndarray]) -> Callable[[], object]:
-    t = {name: torch.from_numpy(array) for name, array in args.items()}  # type: ignore[attr-defined]
+def _torch_call(op: str, torch: ModuleType, args: dict[str, np.ndarray]) -> Callable[[], object]:
+    t = {name: torch.from_numpy(array) for name, array in args.items()}
     if op == "copy":
         return lambda: t["y"].copy_(t["x"])
     if op == "axpby":
@@ -190,13 +191,13 @@ def _torch_call(op: str, torch: object, args: dict[str, np.ndarray]) -> Callable
         return lambda: t["z"].addcmul_(t["x"], t["y"], value=1.5)
     if op == "sum":
         first = t["s"][0]
-        return lambda: (torch.sum(t["x"], 0, out=first), t["s"][1:].zero_())  # type: ignore[attr-defined]
+        return lambda: (torch.sum(t["x"], 0, out=first), t["s"][1:].zero_())
     # Column-major a is the row-major a^T: a x = (a^T)^T x, a += x y^T is a^T += y x^T.
     at = t["a"].T
     if op == "gemv.n":
-        return lambda: torch.mv(at.T, t["x"], out=t["y"])  # type: ignore[attr-defined]
+        return lambda: torch.mv(at.T, t["x"], out=t["y"])
     if op == "gemv.t":
-        return lambda: torch.mv(at, t["x"], out=t["y"])  # type: ignore[attr-defined]
+        return lambda: torch.mv(at, t["x"], out=t["y"])
     return lambda: at.addr_(t["y"], t["x"])
 
 

@@ -149,10 +149,6 @@ def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
     return n - n % multiple if isinstance(n, int) else sub(b, n, b.srem(n, const(multiple)))
 
 
-def _repeat(steps: Sequence[Accumulate], chains: int) -> list[Accumulate]:
-    return [step for step in steps for _ in range(chains)]
-
-
 def _add_all(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
     """Sum of the vectors as a balanced tree."""
     while len(values) > 1:
