@@ -2,8 +2,8 @@
 
 `kernel(*args, group_size=N, num_threads=T)` binds and checks every argument, packs the native
 arguments into 8-byte slots (see `nanotc.codegen.abi`), splits work-groups 0..N-1 into T
-contiguous chunks and runs each chunk on a pool thread through ctypes, which releases the GIL
-while native code runs.
+contiguous chunks and runs them in one native call that releases the GIL: one chunk on the
+calling thread, the others on the workers of the native pool (`nanotc.runtime.pool`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -20,15 +18,11 @@ import numpy as np
 from nanotc.codegen import abi
 from nanotc.ir.core import Function
 from nanotc.runtime.arguments import ArgumentBinder, BoundArgument, GroupView
+from nanotc.runtime.pool import pool_for
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
 )
-
-
-@cache
-def _pool(threads: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nanotc")
 
 
 def default_threads() -> int:
@@ -42,6 +36,7 @@ class Kernel:
         self.function = func
         self.name = func.name
         self._entry = _PACKED_ENTRY(packed_address)
+        self._entry_address = packed_address
         self._native = abi.flatten(func)
         self._bind = ArgumentBinder(func)
         self._owner = owner  # keeps the machine code alive
@@ -80,18 +75,21 @@ class Launch:
                  chunks: list[tuple[int, int]]):  # fmt: skip
         self.kernel = kernel
         self.group_size = chunks[-1][1]
-        self._slots = slots
-        self._keepalive = keepalive
+        self._keepalive = (slots, keepalive)
         self._chunks = chunks
+        self._bounds = np.array(chunks, dtype=np.int64)
+        # addresses read once: reading `.ctypes.data` costs microseconds at every launch
+        self._slots_at, self._bounds_at = slots.ctypes.data, self._bounds.ctypes.data
 
     def __call__(self) -> None:
-        entry, address, size = self.kernel._entry, self._slots.ctypes.data, self.group_size
-        *others, (lo, hi) = self._chunks
-        pool = _pool(len(self._chunks)) if others else None
-        futures = [pool.submit(entry, address, a, b, size) for a, b in others] if pool else []
-        codes = [entry(address, lo, hi, size)]  # the calling thread takes the last chunk
-        codes.extend(f.result() for f in futures)
-        if any(codes):
+        kernel, slots, size, chunks = self.kernel, self._slots_at, self.group_size, self._chunks
+        if len(chunks) == 1:
+            ((lo, hi),) = chunks
+            code = kernel._entry(slots, lo, hi, size)
+        else:
+            pool = pool_for(len(chunks))
+            code = pool.run(kernel._entry_address, slots, self._bounds_at, len(chunks), size)
+        if code:
             raise MemoryError(
                 f"@{self.kernel.name}: could not allocate scratch memory for its allocas"
             )
