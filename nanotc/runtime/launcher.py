@@ -9,8 +9,9 @@ calling thread, the others on the workers of the native pool (`nanotc.runtime.po
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,8 @@ class Kernel:
         self.name = func.name
         self._entry = _PACKED_ENTRY(packed_address)
         self._entry_address = packed_address
-        self._native = abi.flatten(func)
         self._bind = ArgumentBinder(func)
+        self._pack = SlotPacker(abi.flatten(func))
         self._owner = owner  # keeps the machine code alive
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
@@ -53,7 +54,7 @@ class Kernel:
         if not _is_count(threads) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         bound = self._bind(args, int(group_size))
-        slots, keepalive = pack_slots(self._native, bound)
+        slots, keepalive = self._pack(bound)
         return Launch(self, slots, keepalive, chunk(int(group_size), int(threads)))
 
 
@@ -71,15 +72,16 @@ def chunk(group_size: int, threads: int) -> list[tuple[int, int]]:
 class Launch:
     """A kernel with bound arguments; each call runs all its work-groups."""
 
-    def __init__(self, kernel: Kernel, slots: np.ndarray, keepalive: list[Any],
-                 chunks: list[tuple[int, int]]):  # fmt: skip
+    def __init__(self, kernel: Kernel, slots: ctypes.Array[ctypes.c_uint64],
+                 keepalive: list[Any], chunks: list[tuple[int, int]]):  # fmt: skip
         self.kernel = kernel
         self.group_size = chunks[-1][1]
         self._keepalive = (slots, keepalive)
         self._chunks = chunks
-        self._bounds = np.array(chunks, dtype=np.int64)
-        # addresses read once: reading `.ctypes.data` costs microseconds at every launch
-        self._slots_at, self._bounds_at = slots.ctypes.data, self._bounds.ctypes.data
+        self._slots_at = ctypes.addressof(slots)
+        if len(chunks) > 1:  # the pool reads them
+            self._bounds = (ctypes.c_int64 * (2 * len(chunks)))(*itertools.chain(*chunks))
+            self._bounds_at = ctypes.addressof(self._bounds)
 
     def __call__(self) -> None:
         kernel, slots, size, chunks = self.kernel, self._slots_at, self.group_size, self._chunks
@@ -95,32 +97,47 @@ class Launch:
             )
 
 
-def pack_slots(
-    native: Sequence[abi.NativeArg], bound: Sequence[BoundArgument]
-) -> tuple[np.ndarray, list[Any]]:
-    """One 8-byte slot per native argument, plus the arrays the slots point into."""
-    keepalive: list[Any] = [bound]
-    values = [_slot(arg, bound[arg.param], keepalive) for arg in native]
-    return np.array(values or [0], dtype=np.uint64), keepalive
+class SlotPacker:
+    """Packs a launch's bound arguments into the 8-byte slots of the packed entry point (one
+    per native argument). What each slot reads is derived once per kernel, as binding is."""
+
+    def __init__(self, native: Sequence[abi.NativeArg]):
+        self._readers = [(arg.param, _slot_reader(arg)) for arg in native]
+
+    def __call__(
+        self, bound: Sequence[BoundArgument]
+    ) -> tuple[ctypes.Array[ctypes.c_uint64], list[Any]]:
+        """The slots, and what must stay alive while they are used (the arrays they point to)."""
+        keepalive: list[Any] = [bound]
+        values = [read(bound[param], keepalive) for param, read in self._readers]
+        return (ctypes.c_uint64 * max(len(values), 1))(*values), keepalive
 
 
-def _slot(arg: abi.NativeArg, value: BoundArgument, keepalive: list[Any]) -> int:
-    slot = arg.slot
+SlotReader = Callable[[Any, list[Any]], int]
+"""The slot value of one native argument, from its parameter's bound argument; tables it
+points to are appended to the keep-alive list."""
+
+
+def _slot_reader(arg: abi.NativeArg) -> SlotReader:
+    slot, mode = arg.slot, arg.mode
     if slot is abi.Slot.DATA:
-        return value.address  # type: ignore[union-attr]
+        return lambda value, _: value.address
     if slot is abi.Slot.SCALAR:
-        assert isinstance(value, np.generic)
-        return int(np.array(value).view(f"u{value.itemsize}"))
+        return lambda value, _: int(np.array(value).view(f"u{value.itemsize}"))
     if slot is abi.Slot.SHAPE:
-        return _as_u64(value.shape[arg.mode])  # type: ignore[union-attr]
+        return lambda value, _: _as_u64(value.shape[mode])
     if slot is abi.Slot.STRIDE:
-        return _as_u64(value.strides[arg.mode])  # type: ignore[union-attr]
-    assert isinstance(value, GroupView)
+        return lambda value, _: _as_u64(value.strides[mode])
     if slot is abi.Slot.OFFSET:
-        return _as_u64(value.offset)
-    if slot is abi.Slot.MEMBERS:
+        return lambda value, _: _as_u64(value.offset)
+    return lambda value, keepalive: _table_address(arg, value, keepalive)
+
+
+def _table_address(arg: abi.NativeArg, value: GroupView, keepalive: list[Any]) -> int:
+    """A group's member pointers, or one dynamic size or stride of every member."""
+    if arg.slot is abi.Slot.MEMBERS:
         table = value.addresses
-    elif slot is abi.Slot.MEMBER_SHAPES:
+    elif arg.slot is abi.Slot.MEMBER_SHAPES:
         table = np.ascontiguousarray(value.shapes[:, arg.mode])
     else:
         table = np.ascontiguousarray(value.strides[:, arg.mode])

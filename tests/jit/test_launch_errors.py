@@ -241,3 +241,32 @@ def test_error_in_the_last_group_member_stops_the_whole_launch() -> None:
     with pytest.raises(ArgumentError, match=r"%g\[2\]"):
         launch(args, num_threads=2)
     assert not args["out"].any()
+
+
+def test_a_layout_checked_before_does_not_let_a_wrong_one_through() -> None:
+    """Binding remembers the layouts it has checked (dtype, shape, strides): the same kernel
+    launched with good arrays, then with each bad one, and good ones again, still refuses
+    every bad one and reads every array at its own address."""
+    text = """func @k(%x: memref<f32x4x3>, %y: memref<f32x4x3>) {
+        axpby.n 1.0, %x, 0.0, %y : f32, memref<f32x4x3>, f32, memref<f32x4x3>
+    }"""
+    kernel = compiled(text)["k"]
+    rng = np.random.default_rng(3)
+    bad = {
+        "C order": np.zeros((4, 3), np.float32),
+        "f64": np.zeros((4, 3), order="F"),
+        "3 x 4": np.zeros((3, 4), np.float32, order="F"),
+        "retyped in place": np.zeros((4, 3), np.float32, order="F"),
+    }
+    for name, array in bad.items():
+        x = np.asfortranarray(rng.standard_normal((4, 3), dtype=np.float32))
+        y = np.zeros((4, 3), np.float32, order="F")
+        kernel(x, y, group_size=1)
+        np.testing.assert_array_equal(y, x)
+        if name == "retyped in place":
+            kernel(x, array, group_size=1)
+            array.dtype = np.int32
+            array[...] = 0
+        with pytest.raises(ArgumentError, match="argument %y"):
+            kernel(x, array, group_size=1)
+        assert not array.any(), name
