@@ -1,13 +1,16 @@
 """W2: batched small GEMM C_i += A_i B_i (column-major), the tensor language's main use case.
 
 Shapes (M, N, K): 8^3, 16^3, 32^3, 64^3, 56x9x9, 35x9x35, 20x9x20; fp32 and fp64; 1 and 2 threads.
-Two variants:
+Three variants:
 
   memory  a batch filling ~200 MB (--working-set-mb), one sweep per timed call; GB/s counts A
           and B read plus C read and written. nanotc: `kernels.batched`, group_size = batch.
   cache   a batch of ~256 KB in total (--cache-kb), swept many times inside one timed call so
           it stays in L2. nanotc: `kernels.batched_repeated`, one work-group per thread, each
           sweeping its contiguous slice %reps times (no launch overhead measured).
+  launch  a batch of 64 members (--launch-batch), one launch from Python per sweep, as in
+          `memory`, many per timed call: what a Python caller of small batches pays, argument
+          binding and thread start included.
 
 Peers on the same arrays: libxsmm (bench/peers/libxsmm_driver.c: one JIT kernel, the same
 slices per thread, timed in C), torch.baddbmm_ (in place on the row-major transposed views,
@@ -22,7 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,7 +36,7 @@ from bench.peers.threads import blas_threads, blas_threads_note
 
 SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35), (20, 9, 20))
 QUICK_SHAPES = ((8, 8, 8), (35, 9, 35))
-VARIANTS = ("memory", "cache")
+VARIANTS = ("memory", "cache", "launch")
 SAMPLE = 48  # batch members validated (all of them in small batches)
 
 
@@ -43,11 +46,19 @@ class Sizes:
 
     working_set: int = 200 * 10**6  # bytes of A, B and C in the memory variant
     cache: int = 256 * 10**3  # bytes of A, B and C in the cache variant
-    call_seconds: float = 0.1  # target duration of one timed call of the cache variant
+    call_seconds: float = 0.1  # target duration of one timed call of cache and launch
+    launch_batch: int = 64  # members of the launch variant's batch
 
     @staticmethod
     def quick() -> Sizes:
-        return Sizes(working_set=4 * 10**6, cache=64 * 10**3, call_seconds=0.01)
+        return Sizes(working_set=4 * 10**6, cache=64 * 10**3, call_seconds=0.01, launch_batch=8)
+
+    def batch(self, variant: str, m: int, n: int, k: int, itemsize: int, multiple: int) -> int:
+        """Members of a variant's batch, a positive multiple of `multiple` (the thread counts)."""
+        if variant == "launch":
+            return max(multiple, self.launch_batch // multiple * multiple)
+        total = self.working_set if variant == "memory" else self.cache
+        return batch_size(m, n, k, itemsize, total, multiple)
 
 
 class BatchCheck:
@@ -101,11 +112,10 @@ def run(
     for variant in variants:
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
-        total = sizes.working_set if variant == "memory" else sizes.cache
         for dtype in settings.dtypes:
             np_dtype = harness.DTYPES[dtype]
             for m, n, k in shapes:
-                batch = batch_size(m, n, k, np.dtype(np_dtype).itemsize, total, multiple)
+                batch = sizes.batch(variant, m, n, k, np.dtype(np_dtype).itemsize, multiple)
                 a, b, c = (
                     np.asfortranarray(rng.uniform(-1, 1, (r, s, batch)).astype(np_dtype))
                     for r, s in ((m, k), (k, n), (m, n))
@@ -135,8 +145,8 @@ class Case:
 
     def row(self, peers: Peers) -> Row:
         """Validate one sweep of each implementation, then time them in interleaved rounds: one
-        sweep per call (memory) or a calibrated number of sweeps per call (cache); seconds per
-        sweep."""
+        sweep per call (memory) or a calibrated number of sweeps per call (cache, launch);
+        seconds per sweep."""
         a, b, c, threads = self.a, self.b, self.c, self.threads
         (m, k, batch), n = a.shape, b.shape[1]
         label = f"{m}x{n}x{k} {self.dtype} batch={batch} threads={threads} ({self.variant})"
@@ -164,10 +174,11 @@ class Case:
         )
 
     def nanotc_call(self) -> Callable[[int], None]:
-        """nanotc's call: one launch per sweep (memory) or `reps` sweeps in one launch (cache)."""
+        """nanotc's call: one launch per sweep (memory, launch) or `reps` sweeps in one launch
+        (cache)."""
         a, b, c, threads = self.a, self.b, self.c, self.threads
         (m, k, batch), n = a.shape, b.shape[1]
-        if self.variant == "memory":
+        if self.variant != "cache":
             kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
 
             def memory(reps: int) -> None:
@@ -226,9 +237,10 @@ def add_shape_option(parser: argparse.ArgumentParser) -> None:
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     add_shape_option(parser)
-    parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache")
+    parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache,launch")
     parser.add_argument("--working-set-mb", type=float, help="memory variant size (default 200)")
     parser.add_argument("--cache-kb", type=float, help="cache variant size (default 256)")
+    parser.add_argument("--launch-batch", type=int, help="launch variant batch (default 64)")
     parser.add_argument(
         "--libxsmm-prefetch", action="store_true", help="libxsmm kernels prefetch the next operands"
     )
@@ -237,9 +249,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def sizes_from(args: argparse.Namespace, quick: bool) -> Sizes:
     sizes = Sizes.quick() if quick else Sizes()
     if args.working_set_mb:
-        sizes = Sizes(int(args.working_set_mb * 1e6), sizes.cache, sizes.call_seconds)
+        sizes = replace(sizes, working_set=int(args.working_set_mb * 1e6))
     if args.cache_kb:
-        sizes = Sizes(sizes.working_set, int(args.cache_kb * 1e3), sizes.call_seconds)
+        sizes = replace(sizes, cache=int(args.cache_kb * 1e3))
+    if args.launch_batch:
+        sizes = replace(sizes, launch_batch=args.launch_batch)
     return sizes
 
 

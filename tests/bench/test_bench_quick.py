@@ -46,8 +46,10 @@ def test_w1_square(peers: Peers) -> None:
 def test_w2_batched(peers: Peers) -> None:
     rows = w2_batched.run(QUICK, peers)
     assert_rates(rows)
-    assert {r.variant for r in rows} == {"memory", "cache"}
+    assert {r.variant for r in rows} == {"memory", "cache", "launch"}
     assert all(r.gbs(r.nanotc) for r in rows if r.variant == "memory")
+    launch = [r for r in rows if r.variant == "launch"]
+    assert {r.shape.split()[1] for r in launch} == {"b8"}  # the quick launch batch
 
 
 def test_in_cache_times_the_peak_loop_beside_the_kernels(peers: Peers) -> None:
