@@ -120,6 +120,10 @@ class ArgumentBinder:
             )
         return [bind(value, group_size) for bind, value in zip(binders, args)]
 
+    def binder(self, index: int) -> ParameterBinder:
+        """The binder of parameter `index` alone."""
+        return self._binders[index]
+
 
 def _parameter_binder(name: str, t: Type, indexed_by_group_id: bool) -> ParameterBinder:
     """`indexed_by_group_id`: a group whose only reachable members are the launch's first

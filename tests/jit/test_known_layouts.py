@@ -1,0 +1,59 @@
+"""Launches on arrays of layouts bound before skip binding (`launcher.KnownLayouts`): they must
+still read every argument afresh (addresses, scalars) and refuse what binding refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nanotc.runtime.arguments import ArgumentError
+
+from .helpers import compiled
+
+AXPBY = """func @k(%alpha: f32, %x: memref<f32x?>, %y: memref<f32x?>) {
+    axpby.n %alpha, %x, 0.0, %y : f32, memref<f32x?>, f32, memref<f32x?>
+}"""
+
+
+def test_known_layouts_still_read_each_launchs_arrays_and_scalars() -> None:
+    kernel = compiled(AXPBY)["k"]
+    rng = np.random.default_rng(5)
+    for launch in range(4):
+        x = rng.standard_normal(37, dtype=np.float32)
+        y = np.zeros(37, np.float32)
+        alpha = float(launch + 1)
+        kernel(alpha, x, y, group_size=1, num_threads=1 + launch % 2)
+        np.testing.assert_array_equal(y, alpha * x)
+    assert kernel._known.slots((2.0, x, y)) is not None  # the layout is known by now
+
+
+def test_a_new_size_of_a_known_dtype_gets_its_own_slots() -> None:
+    """The dynamic size is part of the layout: a shorter x must not reuse 37's slots."""
+    kernel = compiled(AXPBY)["k"]
+    for n in (37, 5, 37, 0, 5):
+        x, y = np.arange(n, dtype=np.float32), np.full(n + 3, -1.0, np.float32)
+        kernel(1.0, x, y[:n], group_size=1)
+        np.testing.assert_array_equal(y[:n], x)
+        assert (y[n:] == -1).all(), n
+
+
+@pytest.mark.parametrize(
+    "bad, name",
+    [((True, "x"), "alpha"), ((1.0, "x64"), "x"), ((1.0, "strided"), "x"), ((1.0, "list"), "x")],
+)
+def test_after_good_launches_bad_arguments_are_still_refused(bad: tuple, name: str) -> None:
+    kernel = compiled(AXPBY)["k"]
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    kernel(1.0, x, y, group_size=1)
+    kernel(1.0, x, y, group_size=1)
+    alpha, which = bad
+    value = {
+        "x": x,
+        "x64": np.ones(8),
+        "strided": np.ones(16, np.float32)[::2],  # dynamic strides are not in this type
+        "list": [1.0] * 8,
+    }[which]
+    y[:] = 0
+    with pytest.raises(ArgumentError, match=f"argument %{name}"):
+        kernel(alpha, value, y, group_size=1)
+    assert not y.any()
