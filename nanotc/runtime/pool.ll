@@ -6,10 +6,14 @@
 ; chunk, so launches that follow each other closely start without an operating-system wakeup;
 ; then it sleeps on the pool's condition variable.
 ;
-; Protocol (every mailbox field is written by one side only):
+; Protocol:
 ;   caller: fills entry/slots/begin/end/size, then stores seq + 1 (seq_cst); wakes sleepers.
-;   worker: sees seq change (acquire), runs the chunk, stores code, then done = seq (release).
-;   caller: waits for done == seq (acquire), reads code.
+;   worker: sees seq change (acquire), claims the chunk (claimed: seq - 1 -> seq), runs it,
+;           stores code, then done = seq (release).
+;   caller: after its own chunk, claims every chunk no worker has claimed yet and runs it
+;           itself; for the others it waits for done == seq (acquire) and reads code.
+; A worker that is slow to start (asleep, or descheduled on a busy machine) thus costs a
+; launch no more than running its chunk on the calling thread would.
 ; Sleeping: a worker increments `sleepers` under the mutex and re-checks seq before waiting;
 ; the caller stores seq and then reads `sleepers`, both seq_cst, so either the worker sees the
 ; new seq or the caller sees the sleeper and broadcasts under the mutex: no lost wakeup.
@@ -17,8 +21,8 @@
 ; @SPIN_CYCLES@ and @PAUSE@ are filled in by pool.py.
 
 ; mailbox, 128 bytes apart (two cache lines: no false sharing between workers):
-;   seq, done, entry, slots, begin, end, size, code, pool
-%mailbox = type { i64, i64, ptr, ptr, i64, i64, i64, i32, ptr }
+;   seq, done, entry, slots, begin, end, size, code, pool, claimed
+%mailbox = type { i64, i64, ptr, ptr, i64, i64, i64, i32, ptr, i64 }
 ; pool: sleepers, stop, padding, pthread_mutex_t, pthread_cond_t (room for glibc's 40 and 48)
 %pool = type { i64, i64, [48 x i8], [64 x i8], [64 x i8] }
 
@@ -87,22 +91,44 @@ woken:
   ret i64 %v
 }
 
-define private void @run_chunk(ptr %box, i64 %job) {
+; Whether this thread takes job %job of the mailbox (the worker and the caller race for it).
+define private i1 @claim(ptr %box, i64 %job) {
+  %claimed_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 9
+  %previous = sub i64 %job, 1
+  %result = cmpxchg ptr %claimed_at, i64 %previous, i64 %job acq_rel monotonic
+  %won = extractvalue { i64, i1 } %result, 1
+  ret i1 %won
+}
+
+; Runs the chunk posted in the mailbox; returns the entry point's code.
+define private i32 @run_posted(ptr %box) {
   %entry_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 2
   %slots_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 3
   %begin_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 4
   %end_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 5
   %size_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 6
-  %code_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 7
-  %done_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 1
   %entry = load ptr, ptr %entry_at, align 8
   %slots = load ptr, ptr %slots_at, align 8
   %begin = load i64, ptr %begin_at, align 8
   %end = load i64, ptr %end_at, align 8
   %size = load i64, ptr %size_at, align 8
   %code = call i32 %entry(ptr %slots, i64 %begin, i64 %end, i64 %size)
+  ret i32 %code
+}
+
+; A worker's turn at job %job: runs it unless the caller has claimed it.
+define private void @take(ptr %box, i64 %job) {
+entry:
+  %won = call i1 @claim(ptr %box, i64 %job)
+  br i1 %won, label %run, label %exit
+run:
+  %code = call i32 @run_posted(ptr %box)
+  %code_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 7
+  %done_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 1
   store i32 %code, ptr %code_at, align 8
   store atomic i64 %job, ptr %done_at release, align 8
+  br label %exit
+exit:
   ret void
 }
 
@@ -128,7 +154,7 @@ got:
   %stopping = icmp ne i64 %stop, 0
   br i1 %stopping, label %exit, label %run
 run:
-  call void @run_chunk(ptr %box, i64 %job)
+  call void @take(ptr %box, i64 %job)
   br label %next
 exit:
   ret ptr null
@@ -174,14 +200,19 @@ define private void @post(ptr %box, ptr %entry, ptr %slots, i64 %begin, i64 %end
   ret void
 }
 
-; Waits until the worker has finished the chunk last posted to it; returns its code.
+; The code of the chunk last posted to the mailbox: run here if its worker has not claimed
+; it yet, else once the worker has finished it.
 define private i32 @collect(ptr %box) {
 entry:
   %seq = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 0
   %done_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 1
   %code_at = getelementptr inbounds %mailbox, ptr %box, i32 0, i32 7
   %job = load atomic i64, ptr %seq monotonic, align 8
-  br label %check
+  %won = call i1 @claim(ptr %box, i64 %job)
+  br i1 %won, label %run_here, label %check
+run_here:
+  %own = call i32 @run_posted(ptr %box)
+  ret i32 %own
 check:
   %done = call i64 @spin(ptr %done_at, i64 %job, i1 true)
   %finished = icmp eq i64 %done, %job
