@@ -5,8 +5,10 @@ last one on the calling thread, all in one native call (`NativePool.run`), which
 GIL. The workers are native threads running `pool.ll`, compiled by the JIT once per process:
 after each chunk a worker spins on its mailbox for about `SPIN_CYCLES` timestamp-counter
 ticks, so a launch that follows soon after another starts without an operating-system
-wakeup, then sleeps on a condition variable. (A `ThreadPoolExecutor` took 45 µs more per
-two-thread launch than one thread did: a queue, a future and two thread wakeups.)
+wakeup, then sleeps on a condition variable. The caller runs any chunk whose worker has not
+claimed it by the time the caller's own chunk is done, so a worker that is asleep or has lost
+its core to another process does not hold the launch up. (A `ThreadPoolExecutor` took 45 µs
+more per two-thread launch than one thread did: a queue, a future and two thread wakeups.)
 
 One process-wide pool serves every launch, one launch at a time; it grows when a launch asks
 for more threads than it has. Its threads are joined at exit, before the JIT frees their
