@@ -180,30 +180,18 @@ def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:
 
 
 class MemrefBinder:
-    """Checks and binds the arrays given for one memref parameter. The checks depend only on
-    an array's dtype, shape and strides, so each layout is checked once and remembered: a
-    kernel launched again on arrays of the same layout pays only for a dictionary lookup
-    (binding three arrays took 14 us with every check at every launch)."""
-
-    _LAYOUTS_KEPT = 64  # different layouts seen by one parameter before the memory is reset
+    """Checks and binds the arrays given for one memref parameter."""
 
     def __init__(self, name: str, t: MemRefType):
         self.name, self.type = name, t
         self.dtype, self.order, self.static_sizes, self.static_strides = _memref_spec(t)
-        self._layouts: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     def __call__(self, value: Any) -> MemrefView:
         array = value if type(value) is np.ndarray else _as_array(self.name, self.type, value)
         if self.order == 0 and array.shape == (1,):
             array = array.reshape(())
-        key = (array.dtype, array.shape, array.strides)
-        layout = self._layouts.get(key)
-        if layout is None:
-            layout = self._checked_layout(array)
-            if len(self._layouts) >= self._LAYOUTS_KEPT:
-                self._layouts.clear()
-            self._layouts[key] = layout
-        return MemrefView(array, data_address(array), *layout)
+        shape, strides = self._checked_layout(array)
+        return MemrefView(array, data_address(array), shape, strides)
 
     def _checked_layout(self, array: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The array's shape and element strides, after every check of the type."""

@@ -244,9 +244,9 @@ def test_error_in_the_last_group_member_stops_the_whole_launch() -> None:
 
 
 def test_a_layout_checked_before_does_not_let_a_wrong_one_through() -> None:
-    """Binding remembers the layouts it has checked (dtype, shape, strides): the same kernel
-    launched with good arrays, then with each bad one, and good ones again, still refuses
-    every bad one and reads every array at its own address."""
+    """Launches remember the layouts (dtype, shape, strides) binding accepted and skip it for
+    them: the same kernel launched with good arrays, then with each bad one, and good ones
+    again, still refuses every bad one and reads every array at its own address."""
     text = """func @k(%x: memref<f32x4x3>, %y: memref<f32x4x3>) {
         axpby.n 1.0, %x, 0.0, %y : f32, memref<f32x4x3>, f32, memref<f32x4x3>
     }"""
