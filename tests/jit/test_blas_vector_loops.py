@@ -13,6 +13,7 @@ import pytest
 import nanotc
 from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS, GEMV_N_COLUMNS
 
+from .helpers import DTYPES as ELEMENT_DTYPES
 from .helpers import TARGETS, compiled, kernel_name
 
 # Around 1, 2, CHAINS and CHAINS / GEMV_COLUMNS times the vector lanes of every target.
@@ -109,3 +110,64 @@ def test_gemv_n_streams_columns_where_they_are_contiguous() -> None:
     assert "gemv.n" not in rows and "tile.gemm" in rows
     small = tiled("memref<f32x56x9>")  # c stays in registers for the whole K loop
     assert "gemv.n" not in small and "tile.gemm" in small
+
+
+def _placed(values: np.ndarray, offset_bytes: int) -> np.ndarray:
+    """A copy of a vector or column-major matrix whose data starts `offset_bytes` past a
+    64-byte line (not a multiple of the element size when odd: an unaligned array)."""
+    raw = np.zeros(values.nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset_bytes
+    placed = raw[start : start + values.nbytes].view(values.dtype)
+    placed = placed.reshape(values.shape, order="F")
+    placed[...] = values
+    return placed
+
+
+ELEMENTWISE = {
+    "axpby": ("%a, %y", "axpby.n 2.0, %a, 0.5, %y : {t}, {v}, {t}, {v}"),
+    "hadamard": ("%a, %x, %y", "hadamard 2.0, %a, %x, 0.5, %y : {t}, {v}, {v}, {t}, {v}"),
+    "gemv.n": ("%a, %x, %y", "gemv.n 2.0, %a, %x, 0.5, %y : {t}, {m}, {v}, {t}, {v}"),
+}
+
+
+@pytest.mark.parametrize("target", ("host", "avx2"))
+@pytest.mark.parametrize("ty", ("f32", "f64", "bf16"))
+@pytest.mark.parametrize("op", ELEMENTWISE)
+def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
+    op: str, ty: str, target: str, rng
+) -> None:
+    """axpby, hadamard and gemv.n peel the elements before their stream's first vector
+    boundary: at every element offset in a cache line, and at an odd byte offset (no
+    peel), the result is that of the operands at a line boundary, and matches numpy."""
+    args, instruction = ELEMENTWISE[op]
+    v, m = f"memref<{ty}x?>", f"memref<{ty}x?x?>"
+    names = args.replace("%", "").split(", ")
+    types = {"a": m if op == "gemv.n" else v, "x": v, "y": v}
+    params = ", ".join(f"%{n}: {types[n]}" for n in names)
+    text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m)}\n}}"
+    kernel = compiled(text, target)["k"]
+    dtype = ELEMENT_DTYPES[ty]
+    size = np.dtype(dtype).itemsize
+    for rows in (5, 67, 300):
+        matrix = op == "gemv.n"
+        shapes = {"a": (rows, 9) if matrix else (rows,), "x": (9,) if matrix else (rows,)}
+        shapes["y"] = (rows,)
+        values = {n: rng.uniform(-1, 1, shapes[n]).astype(dtype) for n in names}
+        offsets = [*range(0, 64, size), 1]
+        results = []
+        for offset in offsets:
+            placed = {n: _placed(values[n], offset) for n in names}
+            kernel(*placed.values(), group_size=1)
+            results.append(placed["y"].copy())
+        for offset, result in zip(offsets, results):
+            np.testing.assert_array_equal(result, results[0], err_msg=f"{rows} rows at +{offset}")
+        wide = {n: values[n].astype(np.float64) for n in names}
+        if op == "axpby":
+            expected = 2.0 * wide["a"] + 0.5 * wide["y"]
+        elif op == "hadamard":
+            expected = 2.0 * wide["a"] * wide["x"] + 0.5 * wide["y"]
+        else:
+            expected = 2.0 * wide["a"] @ wide["x"] + 0.5 * wide["y"]
+        tolerance = 1e-2 if ty == "bf16" else 1e-5
+        actual = results[0].astype(np.float64)
+        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)

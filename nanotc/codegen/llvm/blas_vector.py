@@ -7,6 +7,13 @@ contiguous along the vectorised mode; otherwise the plain loop nests of `blas` r
 Reductions (sum, gemv.t) accumulate CHAINS vectors of partial sums and add them and their
 lanes at the end, so their rounding differs from a sequential sum (as BLAS
 implementations' does). gemv.n runs as axpys down A's columns, accumulating into c.
+
+The element-wise loops (axpby, hadamard, gemv.n) over long or dynamic extents first peel
+one masked vector of the elements before the main streamed operand's next boundary of a
+vector's bytes (`VectorLoops.lead`), so that its full vectors never straddle two cache lines:
+numpy's large arrays start 16 bytes past a line, and such split loads cost gemv.n up to half
+its rate from L1 and L2. Reductions are not peeled: their partial sums would then depend on
+where the operand lies, and a copy of the same data could sum to other bits.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from llvmlite import ir
 from nanotc.codegen.llvm import vector as vec
 from nanotc.codegen.llvm.emitter import FunctionEmitter
 from nanotc.codegen.llvm.helpers import (
+    add,
     as_value,
     carried_loop,
     element_ptr,
@@ -37,6 +45,8 @@ VECTOR_TYPES = (ScalarType.F32, ScalarType.F64)
 CHAINS = 8
 GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 partial sums)
 GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
+LINE_BYTES = 64
+PEEL_VECTORS = 4  # static extents shorter than this many vectors are not peeled
 Accumulate = Callable[[ir.Value, ir.Value, "ir.Value | None"], ir.Value]  # (acc, i, mask)
 
 
@@ -68,17 +78,39 @@ class VectorLoops:
         raw = vec.load(self.b, vec.memory_vector(element, self.lanes), ptr, mask, element.size)
         return vec.to_register(self.b, raw, element, self.type)
 
-    def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None]) -> None:
-        """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked."""
+    def lead(self, n: Dim, stream: MemrefValue) -> ir.Value | None:
+        """How many of the n elements of `stream` lie before its next boundary of a vector's
+        bytes (at most a cache line; 0 when its address is not a multiple of its element
+        size): fewer than one vector. None where peeling them does not pay: static extents
+        of a few vectors."""
+        if isinstance(n, int) and n < PEEL_VECTORS * self.lanes:
+            return None
+        b, size = self.b, stream.type.element.size
+        boundary = min(LINE_BYTES, self.lanes * size)
+        address = b.ptrtoint(stream.ptr, ir.IntType(64))
+        bytes_to_boundary = b.and_(b.neg(address), const(boundary - 1))
+        elements = b.udiv(bytes_to_boundary, const(size))
+        aligned = b.icmp_unsigned("==", b.and_(address, const(size - 1)), const(0))
+        count = b.select(aligned, elements, const(0))
+        return b.select(b.icmp_signed("<", count, as_value(b, n)), count, as_value(b, n))
+
+    def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None],
+             lead: ir.Value | None = None) -> None:  # fmt: skip
+        """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked; with
+        a `lead`, first body(0, mask of the lead) and the full vectors from there."""
         b, lanes = self.b, self.lanes
-        main = _floor(b, n, lanes)
-        with for_range(b, 0, main, lanes, name="v") as i:
+        start: Dim = 0
+        if lead is not None:
+            body(const(0), vec.dynamic_mask(b, lanes, 0, lead))
+            start = lead
+        main = add(b, start, _floor(b, sub(b, n, start), lanes))
+        with for_range(b, start, main, lanes, name="v") as i:
             body(i, None)
-        if isinstance(n, int):
+        if isinstance(n, int) and isinstance(main, int):
             if n % lanes:
                 body(const(main), vec.static_mask(lanes, n % lanes))
             return
-        rest = b.sub(n, as_value(b, main))
+        rest = b.sub(as_value(b, n), as_value(b, main))
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
 
@@ -159,12 +191,16 @@ def _add_all(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
 
 def axpby(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
     v = VectorLoops(e, u.compute)
+    n = out.shape[0]
     if out.type.order == 1:
-        v.each(out.shape[0], lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask))
+        v.each(n, lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask), v.lead(n, out))
         return
     with for_range(e.b, 0, out.shape[1], name="j") as j:
         a_col, out_col = _column(e, a, j), _column(e, out, j)
-        v.each(out.shape[0], lambda i, mask: v.write(u, out_col, i, v.load(a_col, i, mask), mask))
+        v.each(
+            n, lambda i, mask: v.write(u, out_col, i, v.load(a_col, i, mask), mask),
+            v.lead(n, out_col),
+        )  # fmt: skip
 
 
 def hadamard(
@@ -174,6 +210,7 @@ def hadamard(
     v.each(
         out.shape[0],
         lambda i, mask: v.write(u, out, i, e.b.fmul(v.load(x, i, mask), v.load(y, i, mask)), mask),
+        v.lead(out.shape[0], out),
     )
 
 
@@ -268,7 +305,7 @@ def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefV
             acc = vec.fma(b, v.load(column, i, mask), scale, acc, v.fused)
         v.store(out, i, acc, mask)
 
-    v.each(out.shape[0], rows)
+    v.each(out.shape[0], rows, v.lead(out.shape[0], columns[0]))
 
 
 def _column(e: FunctionEmitter, m: MemrefValue, j: ir.Value) -> MemrefValue:
