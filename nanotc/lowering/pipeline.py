@@ -7,6 +7,8 @@ The default pipeline, in order:
 0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
+1b. pair-members: on AMX targets, a loop over a dense batch of tiny bf16 gemms multiplies two
+   members per tile product (`lowering/pair_members.py`);
 2. prefetch-next-group: small gemms on group-indexed views whose tiles will not stream the
    next work-group's operands prefetch them up front (`lowering/prefetch.py`);
 3. gemm-tiles: the remaining gemms become loops around register-tile microkernels, directly on
@@ -29,6 +31,7 @@ from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm import lower_gemms
 from nanotc.lowering.pack_ahead import pack_ahead
+from nanotc.lowering.pair_members import pair_members
 from nanotc.lowering.prefetch import prefetch_next_group, stream_next_group
 from nanotc.targets import Target
 
@@ -53,6 +56,14 @@ class BatchReduce:
 
     def run(self, func: Function, target: Target, options: CompileOptions) -> None:
         lower_batch_reduce(func, target, options)
+
+
+@dataclass(frozen=True)
+class PairMembers:
+    name: str = "pair-members"
+
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        pair_members(func, target)
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class PackAhead:
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
     Blas2AsGemm(),
     BatchReduce(),
+    PairMembers(),
     PrefetchNextGroup(),
     GemmTiles(),
     StreamNextGroup(),
