@@ -12,8 +12,9 @@ K x N, with M <= 16, 2N <= 16 and 2K <= 32):
 The batch lays C_i+1 right after C_i and A_i+1 after A_i, so [C_i C_i+1] and [A_i A_i+1]
 are views of the batch (fused modes); only the block-diagonal B is built, as the row panel
 of the AMX gemm: op(B_i)^T at rows 0.. and columns 0.., op(B_i+1)^T at rows N.., columns
-K.., in a buffer zeroed once per loop (the exact pack of a row writes zeros after its K
-values, into the zeros of the next row of the second block). As in `pack-ahead`, each
+K.., in a buffer zeroed once per loop (the exact pack of a row may write zeros after its K
+values, to the end of its vector: into zeros of its own row or, in the second block, of the
+next row). As in `pack-ahead`, each
 pair's A and B are packed one pair ahead into the other half of double buffers, where the
 arrays read ahead and C cannot overlap (a run-time test; the plain paired loop otherwise).
 An odd member left at the end runs the original loop body, once.
@@ -45,14 +46,14 @@ from nanotc.lowering.gemm_tiles import gemm_extents
 from nanotc.targets import Target
 
 A_HALF = PANEL * CHUNK  # bf16 values of one packed [A_i A_i+1]: one VNNI panel
-ROW_SLACK = 1  # a panel row past the 16 of B's panel, for the last row's spilled zeros
+ROW_SLACK = 1  # a row after B's 16-row panel, for zeros the last row's pack may write past it
 B_HALF = (PANEL + ROW_SLACK) * CHUNK
 
 
 @dataclass(frozen=True)
 class _Members:
     """A loop over batch members: arrays a, b, c (M x K x batch etc., from outside the loop)
-    viewed at the loop index, and the member gemm's alpha and beta."""
+    viewed at the loop index, the member gemm and its extents M, N, K."""
 
     loop: For
     arrays: tuple[Value, Value, Value]
@@ -165,8 +166,8 @@ def _ahead(b: Builder, pair: _Pair, buffers: tuple[Value, Value],
     first = b.if_(b.cmp(CmpCond.LT, start, mid), with_else=False)
     pair.pack(first.then, start, _halves(first.then, buffers, 0))
     with b.for_(start, mid, 2) as (body, i):
-        parity = body.index(BinaryOp.REM, body.index(BinaryOp.DIV, body.index(
-            BinaryOp.SUB, i, start), 2), 2)  # fmt: skip
+        iteration = body.index(BinaryOp.DIV, body.index(BinaryOp.SUB, i, start), 2)
+        parity = body.index(BinaryOp.REM, iteration, 2)
         following = body.index(BinaryOp.ADD, i, 2)
         more = body.if_(body.cmp(CmpCond.LT, following, mid), with_else=False)
         other = more.then.index(BinaryOp.SUB, 1, parity)
@@ -200,9 +201,8 @@ class _Pair:
               rows=m, cols=2 * k, target=a_half, panel=PANEL)  # fmt: skip
         b_array = self.members.arrays[1]
         corner = n * CHUNK + k  # row n, column k of the panel
-        for member, target in ((i, b_half), (b.index(BinaryOp.ADD, i, 1), None)):
-            if target is None:
-                target = b.subview(b_half, [corner], [B_HALF - corner])
+        second = b.subview(b_half, [corner], [B_HALF - corner])
+        for member, target in ((i, b_half), (b.index(BinaryOp.ADD, i, 1), second)):
             view = b.subview(b_array, [0, 0, member], [k, n, None])
             b.add(TilePackAmx, trans=Transpose.T, exact=True, source=view, row=0, col=0,
                   rows=n, cols=k, target=target, panel=PANEL)  # fmt: skip
