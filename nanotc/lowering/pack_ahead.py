@@ -104,12 +104,7 @@ def _root(view: Value) -> Value:
 
 def _pipelined(loop: For, plan: _Plan) -> list[Instruction]:
     b = Builder(Region())
-    safe: Value | None = None
-    for read, written in plan.guards:
-        apart = b.add(TileDisjoint, lhs=read, rhs=written)
-        safe = apart if safe is None else b.arith(BinaryOp.AND, safe, apart)
-    assert safe is not None
-    branch = b.if_(safe)
+    branch = b.if_(all_disjoint(b, plan.guards))
     assert branch.otherwise is not None
     buffers = {id(p): branch.then.alloca(_doubled(p.target.type)) for p in plan.packs}
     step = loop.step if loop.step is not None else Constant(1, INDEX)
@@ -135,6 +130,16 @@ def _pipelined(loop: For, plan: _Plan) -> list[Instruction]:
                 body.region.append(clone_instruction(inst, mapping))
     branch.otherwise.region.instructions.append(loop)
     return b.region.instructions
+
+
+def all_disjoint(b: Builder, pairs: list[tuple[Value, Value]]) -> Value:
+    """The run-time test that, in each pair, an array read ahead and an array written
+    share no memory (at least one pair)."""
+    tests = [b.add(TileDisjoint, lhs=read, rhs=written) for read, written in pairs]
+    safe = tests[0]
+    for apart in tests[1:]:
+        safe = b.arith(BinaryOp.AND, safe, apart)
+    return safe
 
 
 def _doubled(packed: MemRefType) -> MemRefType:

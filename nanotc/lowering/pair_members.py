@@ -38,11 +38,12 @@ from nanotc.ir.builder import Builder
 from nanotc.ir.clone import ValueMap, clone_instruction
 from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up, walk
 from nanotc.ir.instructions import BinaryOp, CmpCond, For, Fuse, Gemm, Subview, Transpose
-from nanotc.ir.tile import TileAmxSmallGemm, TileDisjoint, TilePackAmx, TileScale
+from nanotc.ir.tile import TileAmxSmallGemm, TilePackAmx, TileScale
 from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.gemm_amx import CHUNK, PANEL, amx_applies
 from nanotc.lowering.gemm_tiles import gemm_extents
+from nanotc.lowering.pack_ahead import all_disjoint
 from nanotc.targets import Target
 
 A_HALF = PANEL * CHUNK  # bf16 values of one packed [A_i A_i+1]: one VNNI panel
@@ -141,9 +142,7 @@ def _paired(members: _Members) -> list[Instruction]:
     b.add(TileScale, beta=Constant(0.0, ScalarType.F32), c=b_rows)
     b_buffer = b.add(Fuse, source=b_rows, first=0, last=1)
     buffers = (a_buffer, b_buffer)
-    safe = b.arith(BinaryOp.AND, b.add(TileDisjoint, lhs=a, rhs=c),
-                   b.add(TileDisjoint, lhs=b_array, rhs=c))  # fmt: skip
-    branch = b.if_(safe)
+    branch = b.if_(all_disjoint(b, [(a, c), (b_array, c)]))
     assert branch.otherwise is not None
     _ahead(branch.then, pair, buffers, (start, mid))
     with branch.otherwise.for_(start, mid, 2) as (body, i):
