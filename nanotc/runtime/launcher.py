@@ -15,7 +15,7 @@ import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,10 @@ _PACKED_ENTRY = ctypes.CFUNCTYPE(
 )
 
 
+@cache
 def default_threads() -> int:
+    """The CPUs this process may run on when it first launches a kernel without
+    `num_threads` (asked once: the system call cost a twentieth of a small launch)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -52,14 +55,19 @@ class Kernel:
         self._bind = ArgumentBinder(func)
         self._pack = SlotPacker(native)
         self._known = KnownLayouts(func, native, self._bind)
+        self._buffers = SlotBuffers(len(native))
         self._owner = owner  # keeps the machine code alive
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
         threads = default_threads() if num_threads is None else num_threads
         if type(group_size) is int and type(threads) is int and group_size >= 0 and threads >= 1:
-            slots = self._known.slots(args)
-            if slots is not None:  # every argument of a layout bound before: no binding
-                _run(self, ctypes.addressof(slots), split(group_size, threads))
+            values = self._known.slot_values(args)
+            if values is not None:  # every argument of a layout bound before: no binding
+                buffer = self._buffers.take(values)
+                try:
+                    _run(self, buffer[1], split(group_size, threads))
+                finally:
+                    self._buffers.give(buffer)
                 return
         self.prepare(*args, group_size=group_size, num_threads=num_threads)()
 
@@ -173,12 +181,11 @@ class KnownLayouts:
         self._tail_readers = [_tail_readers(p) for p in params]
         self._scalars = [_scalar_slot(p, bind, i) for i, p in enumerate(params)]
         self._tails: list[dict[tuple[Any, ...], tuple[int, ...]]] = [{} for _ in params]
-        self._slot_type = ctypes.c_uint64 * max(len(native), 1)
         self._enabled = all(r is not None or s is not None
                             for r, s in zip(self._tail_readers, self._scalars))  # fmt: skip
 
-    def slots(self, args: Sequence[Any]) -> ctypes.Array[ctypes.c_uint64] | None:
-        """The launch's slots, or None if binding has to look at an argument."""
+    def slot_values(self, args: Sequence[Any]) -> list[int] | None:
+        """The launch's slot values, or None if binding has to look at an argument."""
         if not self._enabled or len(args) != self._count:
             return None
         values: list[int] = []
@@ -196,7 +203,7 @@ class KnownLayouts:
                 return None
             values.append(data_address(value))
             values.extend(tail)
-        return self._slot_type(*values)
+        return values
 
     def learn(self, args: Sequence[Any], bound: Sequence[BoundArgument]) -> None:
         """Remembers the layouts of the memref arguments of a launch binding accepted."""
@@ -206,6 +213,32 @@ class KnownLayouts:
             if len(tails) >= self._KEPT:
                 tails.clear()
             tails[(value.dtype, value.shape, value.strides)] = tuple(r(view, []) for r in readers)
+
+
+class SlotBuffers:
+    """Reusable slot arrays for launches that skip binding: filling one costs a third of
+    creating one. Each launch takes its own from a free list (list operations are atomic),
+    so launches of one kernel from several Python threads never share one."""
+
+    def __init__(self, count: int):
+        self._type = ctypes.c_uint64 * max(count, 1)
+        self._free: list[SlotBuffer] = []
+
+    def take(self, values: list[int]) -> SlotBuffer:
+        """A slot array holding `values`, and its address; `give` it back after the launch."""
+        try:
+            buffer = self._free.pop()
+        except IndexError:
+            slots = self._type()
+            buffer = (slots, ctypes.addressof(slots))
+        buffer[0][: len(values)] = values
+        return buffer
+
+    def give(self, buffer: SlotBuffer) -> None:
+        self._free.append(buffer)
+
+
+SlotBuffer = tuple[ctypes.Array[ctypes.c_uint64], int]
 
 
 def _tail_readers(param: Sequence[abi.NativeArg]) -> list[SlotReader] | None:

@@ -3,10 +3,14 @@ still read every argument afresh (addresses, scalars) and refuse what binding re
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
-from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime import arguments
+from nanotc.runtime.arguments import ArgumentError, data_address
+from nanotc.runtime.launcher import SlotBuffers
 
 from .helpers import compiled
 
@@ -24,7 +28,7 @@ def test_known_layouts_still_read_each_launchs_arrays_and_scalars() -> None:
         alpha = float(launch + 1)
         kernel(alpha, x, y, group_size=1, num_threads=1 + launch % 2)
         np.testing.assert_array_equal(y, alpha * x)
-    assert kernel._known.slots((2.0, x, y)) is not None  # the layout is known by now
+    assert kernel._known.slot_values((2.0, x, y)) is not None  # the layout is known by now
 
 
 def test_a_new_size_of_a_known_dtype_gets_its_own_slots() -> None:
@@ -57,3 +61,32 @@ def test_after_good_launches_bad_arguments_are_still_refused(bad: tuple, name: s
     with pytest.raises(ArgumentError, match=f"argument %{name}"):
         kernel(alpha, value, y, group_size=1)
     assert not y.any()
+
+
+def test_launches_in_flight_never_share_a_slot_array() -> None:
+    buffers = SlotBuffers(3)
+    first, second = buffers.take([1, 2, 3]), buffers.take([4, 5])
+    assert first[1] != second[1]
+    assert list(first[0]) == [1, 2, 3] and list(second[0])[:2] == [4, 5]
+    buffers.give(first)
+    assert buffers.take([7, 8, 9])[1] == first[1]  # a returned array is reused
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(10.0),
+        np.arange(24, dtype=np.float32).reshape(4, 6, order="F")[1:, 2:],
+        np.arange(10)[::-2],
+        np.empty(0, np.int32),
+        np.ones((3, 3)).T,
+        np.ma.masked_array(np.arange(5.0)),  # a subclass has the same object layout
+    ],
+)
+def test_data_address_is_the_arrays_first_element(array: np.ndarray) -> None:
+    assert data_address(array) == array.ctypes.data
+
+
+@pytest.mark.skipif(platform.python_implementation() != "CPython", reason="reads CPython objects")
+def test_cpython_arrays_give_their_address_from_the_object_header() -> None:
+    assert object.__basicsize__ == arguments._DATA_POINTER_OFFSET
