@@ -359,17 +359,54 @@ def test_static_transposed_a_is_packed_not_gathered(ty: str) -> None:
     ids=["sum", "gemv.t"],
 )  # fmt: skip
 def test_reductions_keep_independent_partial_sums(body: str, op: str) -> None:
-    """The main loop of a reduction adds into CHAINS different registers, so the adds do not
-    wait for each other; gemv.t's loads one vector of x per step for all its columns."""
+    """The main loops of a reduction (plain, and realigned: `test_realigned_reductions_...`)
+    add into CHAINS different registers, so the adds do not wait for each other; the plain
+    gemv.t loop loads one vector of x per step for all its columns."""
     text = (
         "func @k(%x: memref<f32x?>, %y: memref<f32x?>, %s: memref<f32>, "
         f"%M: memref<f32x?x?>) {{\n  {body}\n}}"
     )
-    loop = max(asm.hot_loops(assembly(text, "avx512"), "k", op), key=lambda lp: lp.count(op))
-    adds = [i for i in loop.instructions if i.startswith(op)]
-    assert len({i.split()[-1] for i in adds}) == CHAINS
-    assert loop.stack_accesses() == []
-    if op == "vfmadd":  # every FMA reads A from memory; x comes from CHAINS / GEMV_COLUMNS loads
+    loops = [
+        lp for lp in asm.hot_loops(assembly(text, "avx512"), "k", op) if lp.count(op) >= CHAINS
+    ]
+    assert len(loops) == (4 if op == "vfmadd" else 2)  # gemv.t: GEMV_COLUMNS, then single ones
+    for loop in loops:
+        adds = [i for i in loop.instructions if i.startswith(op)]
+        assert len({i.split()[-1] for i in adds}) == CHAINS
+        assert loop.stack_accesses() == []
+    plain = max((lp for lp in loops if not lp.count("vperm")), key=lambda lp: lp.count(op))
+    if op == "vfmadd":  # every FMA reads A from memory; x comes from one load per GEMV_COLUMNS
+        adds = [i for i in plain.instructions if i.startswith(op)]
         assert all("(" in i for i in adds)
-        loads = [i for i in loop.instructions if i.startswith("vmovups") and "(" in i]
-        assert len(loads) == CHAINS // GEMV_COLUMNS
+        loads = [i for i in plain.instructions if i.startswith("vmovups") and "(" in i]
+        assert len(loads) * GEMV_COLUMNS == len(adds)
+
+
+@pytest.mark.parametrize(
+    ("body", "op", "streams"),
+    [
+        ("sum.n 1.0, %x, 0.0, %s : f64, memref<f64x?>, f64, memref<f64>", "vaddpd", 1),
+        ("gemv.t 1.0, %M, %x, 0.0, %y : f32, memref<f32x?x?>, memref<f32x?>, f32, memref<f32x?>",
+         "vfmadd", GEMV_COLUMNS + 1),
+    ],
+    ids=["sum", "gemv.t"],
+)  # fmt: skip
+def test_realigned_reductions_load_whole_lines_and_permute(body: str, op: str, streams: int
+                                                           ) -> None:  # fmt: skip
+    """The realigned main loop (operands off a vector boundary) reads only aligned vectors
+    and makes each vector of a stream with one two-source permute: per step one load and
+    one permute per stream (A's columns and x), nothing on the stack."""
+    ty = "f64" if "f64" in body else "f32"
+    text = (
+        f"func @k(%x: memref<{ty}x?>, %y: memref<{ty}x?>, %s: memref<{ty}>, "
+        f"%M: memref<{ty}x?x?>) {{\n  {body}\n}}"
+    )
+    loops = [lp for lp in asm.hot_loops(assembly(text, "avx512"), "k", "vpermt2") if lp.count(op)]
+    loop = max(loops, key=lambda lp: lp.count(op))  # gemv.t's GEMV_COLUMNS columns
+    adds = [i for i in loop.instructions if i.startswith(op)]
+    permutes = [i for i in loop.instructions if re.match(r"vperm[it]2p[sd]", i)]
+    loads = [i for i in loop.instructions if "(" in i and i.startswith("vmov")]
+    assert loads and all(i.startswith(("vmovaps", "vmovapd")) for i in loads)
+    assert len(permutes) == len(loads) == len(adds) * streams // max(1, streams - 1)
+    assert all("(" not in i for i in adds)  # the permuted vectors, not memory
+    assert loop.stack_accesses() == []

@@ -171,3 +171,58 @@ def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
         tolerance = 1e-2 if ty == "bf16" else 1e-5
         actual = results[0].astype(np.float64)
         np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+
+
+REDUCTIONS = {
+    "sum": ("%a, %y", "{v}", "{s}", "sum.n 2.0, %a, 0.5, %y : {t}, {v}, {t}, {s}"),
+    "column sums": ("%a, %y", "{m}", "{v}", "sum.t 2.0, %a, 0.5, %y : {t}, {m}, {t}, {v}"),
+    "gemv.t": ("%a, %x, %y", "{m}", "{v}", "gemv.t 2.0, %a, %x, 0.5, %y : {t}, {m}, {v}, {t}, {v}"),
+}
+# (A's offset, x's offset) in bytes past a line: apart, together, and odd (an unaligned array)
+REDUCTION_OFFSETS = ((0, 0), (4, 0), (0, 8), (16, 36), (60, 4), (32, 32), (1, 0), (8, 1))
+
+
+@pytest.mark.parametrize("target", ("host", "avx2"))
+@pytest.mark.parametrize("ty", ("f32", "f64"))
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reductions_give_the_same_bits_wherever_operands_lie(
+    op: str, ty: str, target: str, rng
+) -> None:
+    """sum, column sums and gemv.t read streams that lie off a vector boundary with aligned
+    loads and a lane permute (`realign`) on AVX-512, so that their lanes, and so their sums,
+    are those of the same data on a boundary; numbers of rows that leave the realigned loop
+    out, run it once and many times, columns of every alignment (67 rows)."""
+    args, a_type, y_type, instruction = REDUCTIONS[op]
+    v, m, s = f"memref<{ty}x?>", f"memref<{ty}x?x?>", f"memref<{ty}>"
+    types = {"a": a_type.format(v=v, m=m), "x": v, "y": y_type.format(v=v, s=s)}
+    names = args.replace("%", "").split(", ")
+    params = ", ".join(f"%{n}: {types[n]}" for n in names)
+    text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m, s=s)}\n}}"
+    kernel = compiled(text, target)["k"]
+    dtype = DTYPES[ty]
+    for rows in (5, 67, 160, 300, 1000):
+        matrix = op != "sum"
+        columns = 6 if matrix else 1
+        values = {
+            "a": rng.uniform(-1, 1, (rows, columns) if matrix else rows).astype(dtype),
+            "x": rng.uniform(-1, 1, rows).astype(dtype),
+            "y": rng.uniform(-1, 1, columns if matrix else ()).astype(dtype),
+        }
+        results = []
+        for a_offset, x_offset in REDUCTION_OFFSETS:
+            placed = {
+                "a": _placed(values["a"], a_offset),
+                "x": _placed(values["x"], x_offset),
+                "y": values["y"].copy(),
+            }
+            kernel(*(placed[n] for n in names), group_size=1)
+            results.append(placed["y"])
+        for offsets, result in zip(REDUCTION_OFFSETS, results):
+            np.testing.assert_array_equal(result, results[0], err_msg=f"{rows} rows at {offsets}")
+        a = values["a"].astype(np.float64)
+        if op == "gemv.t":
+            total = a.T @ values["x"].astype(np.float64)
+        else:
+            total = a.sum(axis=0)
+        expected = 2.0 * total + 0.5 * values["y"].astype(np.float64)
+        np.testing.assert_allclose(results[0], expected, rtol=1e-4, atol=1e-4)

@@ -13,7 +13,9 @@ one masked vector of the elements before the main streamed operand's next bounda
 vector's bytes (`VectorLoops.lead`), so that its full vectors never straddle two cache lines:
 numpy's large arrays start 16 bytes past a line, and such split loads cost gemv.n up to half
 its rate from L1 and L2. Reductions are not peeled: their partial sums would then depend on
-where the operand lies, and a copy of the same data could sum to other bits.
+where the operand lies, and a copy of the same data could sum to other bits. On AVX-512 their
+main loop instead reads streams off a vector boundary as aligned vectors, permuted into the
+lanes unaligned loads would give (`realign`): the same sums, without straddling loads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
+from nanotc.codegen.llvm import realign
 from nanotc.codegen.llvm import vector as vec
 from nanotc.codegen.llvm.emitter import FunctionEmitter
 from nanotc.codegen.llvm.helpers import (
@@ -47,7 +50,8 @@ GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 p
 GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
 LINE_BYTES = 64
 PEEL_VECTORS = 4  # static extents shorter than this many vectors are not peeled
-Accumulate = Callable[[ir.Value, ir.Value, "ir.Value | None"], ir.Value]  # (acc, i, mask)
+VectorOf = Callable[[MemrefValue], ir.Value]  # a stream's vector at the step's offset
+Accumulate = Callable[[ir.Value, VectorOf], ir.Value]  # (acc, vector_of) -> acc
 
 
 def applies(inst: BlasInstruction, contiguous: list[tuple[MemrefValue, int]]) -> bool:
@@ -114,37 +118,98 @@ class VectorLoops:
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
 
-    def reduce(self, n: Dim, steps: Sequence[Accumulate]) -> list[ir.Value]:
-        """One scalar per step: the sum over n elements that `step(acc, i, mask)` adds to a
-        vector of partial sums. Each step keeps CHAINS // len(steps) independent partial sums
-        in the main loop, so that the adds overlap rather than wait for each other."""
+    def reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate]
+               ) -> list[ir.Value]:  # fmt: skip
+        """One scalar per step: the sum over n elements that `step(acc, vector_of)` adds to a
+        vector of partial sums, reading vectors of `streams`. Each step keeps CHAINS //
+        len(steps) independent partial sums in the main loop, so that the adds overlap rather
+        than wait for each other. Where the streams can be realigned (`realign`), the main
+        loop reads them with aligned loads and stops a vector earlier, wherever they lie."""
         b, lanes = self.b, self.lanes
         chains = max(1, CHAINS // len(steps))
         wide = lanes * chains
         main = _floor(b, n, lanes)
+        realigned = realign.applies(self.e.state.target, streams, self.ct)
+        rest = (
+            _floor(b, _at_least_zero(b, sub(b, n, lanes)), wide)
+            if realigned
+            else _floor(b, n, wide)
+        )
         init = [vec.zeros(self.type)] * (len(steps) * chains)
 
         def unrolled(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             offsets = [b.add(i, const(c * lanes)) if c else i for c in range(chains)]
             return [
-                step(acc[t * chains + c], offsets[c], None)
+                step(acc[t * chains + c], self._loads(offsets[c], None))
                 for t, step in enumerate(steps)
                 for c in range(chains)
             ]
 
-        rest = _floor(b, n, wide)
-        acc = carried_loop(b, 0, rest, wide, init, unrolled, name="r")
+        if realigned:
+            acc = self._realigned_or(n, (rest, wide), streams, steps, init, unrolled)
+        else:
+            acc = carried_loop(b, 0, rest, wide, init, unrolled, name="r")
         firsts = [_add_all(b, acc[t * chains : (t + 1) * chains]) for t in range(len(steps))]
         firsts = carried_loop(
             b, rest, main, lanes, firsts,
-            lambda i, acc: [step(a, i, None) for step, a in zip(steps, acc)], name="rv",
+            lambda i, acc: [step(a, self._loads(i, None)) for step, a in zip(steps, acc)],
+            name="rv",
         )  # fmt: skip
         tail = self._tail(n, main)
         if tail is not None:
-            firsts = [step(a, as_value(b, main), tail) for step, a in zip(steps, firsts)]
+            loads = self._loads(as_value(b, main), tail)
+            firsts = [step(a, loads) for step, a in zip(steps, firsts)]
         name = f"llvm.vector.reduce.fadd.{vec.suffix(self.type)}"
         zero = ir.Constant(self.type.element, 0.0)
         return [self._call_reassoc(name, [zero, a]) for a in firsts]
+
+    def _loads(self, offset: ir.Value, mask: ir.Value | None) -> VectorOf:
+        return lambda stream: self.load(stream, offset, mask)
+
+    def _realigned_or(self, n: Dim, loop: tuple[Dim, int], streams: list[MemrefValue],
+                      steps: Sequence[Accumulate], init: list[ir.Value],
+                      unrolled: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+                      ) -> list[ir.Value]:  # fmt: skip
+        """The chained main loop over elements 0 .. `loop` = (stop, step): realigned where some
+        stream lies off a vector boundary (and all on element boundaries), else `unrolled`
+        with plain loads. Both give the same vectors, so the same sums."""
+        b, (stop, step_size), chains = self.b, loop, loop[1] // self.lanes
+        aligned = [realign.RealignedStream(b, s, self.type) for s in streams]
+        on_elements = _all(b, [a.element_aligned for a in aligned])
+        moved = _any(b, [a.moved for a in aligned])
+
+        def realigned(i: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+            acc, last = carried[: len(init)], carried[len(init) :]
+            vectors: dict[int, list[ir.Value]] = {}
+            following = []
+            for stream, a, previous in zip(streams, aligned, last):
+                blocks = [previous] + [
+                    a.aligned(b.add(i, const((c + 1) * self.lanes))) for c in range(chains)
+                ]
+                vectors[id(stream)] = [a.vector(blocks[c], blocks[c + 1]) for c in range(chains)]
+                following.append(blocks[-1])
+            sums = [
+                step(acc[t * chains + c], lambda s, c=c: vectors[id(s)][c])
+                for t, step in enumerate(steps)
+                for c in range(chains)
+            ]
+            return sums + following
+
+        with b.if_else(b.and_(on_elements, moved)) as (then, otherwise):
+            with then:
+                firsts = [a.first(n) for a in aligned]
+                out = carried_loop(b, 0, stop, step_size, init + firsts, realigned, name="ra")
+                from_realigned, realigned_end = out[: len(init)], b.block
+            with otherwise:
+                from_plain = carried_loop(b, 0, stop, step_size, init, unrolled, name="r")
+                plain_end = b.block
+        merged = []
+        for x, y in zip(from_realigned, from_plain):
+            phi = b.phi(x.type)
+            phi.add_incoming(x, realigned_end)
+            phi.add_incoming(y, plain_end)
+            merged.append(phi)
+        return merged
 
     def _tail(self, n: Dim, main: Dim) -> ir.Value | None:
         """The mask of the last, partial vector (all lanes off when there is none at run
@@ -179,6 +244,26 @@ class VectorLoops:
 def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
     """n rounded down to a multiple of `multiple`."""
     return n - n % multiple if isinstance(n, int) else sub(b, n, b.srem(n, const(multiple)))
+
+
+def _at_least_zero(b: ir.IRBuilder, n: Dim) -> Dim:
+    if isinstance(n, int):
+        return max(n, 0)
+    return b.select(b.icmp_signed("<", n, const(0)), const(0), n)
+
+
+def _all(b: ir.IRBuilder, conditions: list[ir.Value]) -> ir.Value:
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = b.and_(out, c)
+    return out
+
+
+def _any(b: ir.IRBuilder, conditions: list[ir.Value]) -> ir.Value:
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = b.or_(out, c)
+    return out
 
 
 def _add_all(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
@@ -217,7 +302,7 @@ def hadamard(
 def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
     v, b = VectorLoops(e, u.compute), e.b
     if a.type.order == 1:
-        (total,) = v.reduce(a.shape[0], [lambda acc, i, mask: b.fadd(acc, v.load(a, i, mask))])
+        (total,) = v.reduce(a.shape[0], [a], [lambda acc, vector_of: b.fadd(acc, vector_of(a))])
         write_output(b, u, out.ptr, total)
     elif inst.trans is Transpose.N:  # row sums: vectors of rows, accumulated over columns
 
@@ -233,7 +318,7 @@ def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: Out
         with for_range(b, 0, a.shape[1], name="j") as j:
             column = _column(e, a, j)
             (total,) = v.reduce(
-                a.shape[0], [lambda acc, i, mask: b.fadd(acc, v.load(column, i, mask))]
+                a.shape[0], [column], [lambda acc, vector_of: b.fadd(acc, vector_of(column))]
             )
             write_output(b, u, memref_element(b, out, [j]), total)
 
@@ -257,12 +342,13 @@ def _dot_columns(e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: Memref
     v, b = VectorLoops(e, u.compute), e.b
 
     def dot(column: MemrefValue) -> Accumulate:
-        def step(acc: ir.Value, k: ir.Value, mask: ir.Value | None) -> ir.Value:
-            return vec.fma(b, v.load(column, k, mask), v.load(x, k, mask), acc, v.fused)
+        def step(acc: ir.Value, vector_of: VectorOf) -> ir.Value:
+            return vec.fma(b, vector_of(column), vector_of(x), acc, v.fused)
 
         return step
 
-    totals = v.reduce(a.shape[0], [dot(_column(e, a, i)) for i in indices])
+    columns = [_column(e, a, i) for i in indices]
+    totals = v.reduce(a.shape[0], [*columns, x], [dot(column) for column in columns])
     for i, total in zip(indices, totals):
         write_output(b, u, memref_element(b, out, [i]), total)
 
