@@ -17,7 +17,7 @@ copy, axpby, gemv, ger; threads as set for numpy); torch (copy_, mul_/add_, addc
 mv, addr_); numpy expressions (np.copyto, ufuncs with `out=`, sum, dot, outer: one thread,
 several passes where numpy has no single routine).
 
-    python -m bench.w5_blas [--variants memory,cache] [--ops axpby,gemv.t] ...
+    python -m bench.w5_blas [--variants memory,cache] [--ops axpby,gemv.t] [--line-offset 16] ...
 """
 
 from __future__ import annotations
@@ -81,14 +81,17 @@ class Operands:
         self.reset()
 
 
-def operands(op: str, dtype: str, total: int, threads: int, rng: np.random.Generator) -> Operands:
-    """Random operands of `op` filling about `total` bytes, its slices divisible by `threads`."""
+def operands(op: str, dtype: str, total: int, threads: int, rng: np.random.Generator,
+             line_offset: int | None = None) -> Operands:  # fmt: skip
+    """Random operands of `op` filling about `total` bytes, its slices divisible by `threads`;
+    each starting `line_offset` bytes past a cache line (default: where numpy puts it)."""
     np_dtype = harness.DTYPES[dtype]
     size = np.dtype(np_dtype).itemsize
     step = ALIGN * threads
 
     def rand(*shape: int) -> np.ndarray:
-        return np.asfortranarray(rng.uniform(-1, 1, shape).astype(np_dtype))
+        values = np.asfortranarray(rng.uniform(-1, 1, shape).astype(np_dtype))
+        return values if line_offset is None else _placed(values, line_offset)
 
     if op in ("gemv.n", "gemv.t", "ger"):
         side = max(step, math.isqrt(total // size) // step * step)
@@ -120,6 +123,15 @@ def operands(op: str, dtype: str, total: int, threads: int, rng: np.random.Gener
     partials = np.full(threads, np.nan, dtype=np_dtype)
     expected, bound = np.asarray(x64.sum()), np.asarray(np.abs(x64).sum())
     return Operands({"x": x, "s": partials}, "s", expected, bound, n, float(n * size), float(n))
+
+
+def _placed(values: np.ndarray, line_offset: int) -> np.ndarray:
+    """A copy of `values` (column-major) starting `line_offset` bytes past a 64-byte line."""
+    raw = np.empty(values.nbytes + 64 + line_offset, np.uint8)
+    start = (-raw.ctypes.data) % 64 + line_offset
+    out = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape, order="F")
+    out[...] = values
+    return out
 
 
 def nanotc_call(op: str, dtype: str, data: Operands, threads: int) -> Callable[[int], None]:
@@ -231,8 +243,10 @@ def run(
     ops: Sequence[str] | None = None,
     variants: Sequence[str] = VARIANTS,
     sizes: Sizes | None = None,
+    line_offset: int | None = None,
 ) -> list[Row]:
-    """One row per (variant, dtype, op, threads); copy first, for the `% copy` reference."""
+    """One row per (variant, dtype, op, threads); copy first, for the `% copy` reference.
+    `line_offset`: operands start that many bytes past a cache line (default: as allocated)."""
     peers = peers if peers is not None else discover(settings.peers)
     ops = tuple(ops or (QUICK_OPS if settings.quick else OPS))
     unknown = set(ops) - set(OPS) | set(variants) - set(VARIANTS)
@@ -249,7 +263,7 @@ def run(
             for threads in settings.threads:
                 copy_rate = None
                 for op in ops:
-                    data = operands(op, dtype, total, threads, rng)
+                    data = operands(op, dtype, total, threads, rng, line_offset)
                     row = _row(op, variant, dtype, threads, data, settings, peers, call_seconds)
                     if op == "copy" and "memcpy" in row.peers:
                         copy_rate = row.gbs(row.peers["memcpy"])
@@ -297,11 +311,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     harness.add_common_options(parser)
     parser.add_argument("--ops", type=harness.parse_list(str), help=f"of {','.join(OPS)}")
     parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache")
+    parser.add_argument(
+        "--line-offset", type=int, help="bytes past a cache line where operands start (0-63)"
+    )
     args = parser.parse_args(argv)
+    if args.line_offset is not None and not 0 <= args.line_offset < 64:
+        parser.error(f"--line-offset must be 0-63, got {args.line_offset}")
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32", "f64"))
     harness.preamble(settings)
     peers = discover(settings.peers)
-    rows = run(settings, peers, args.ops, tuple(args.variants or VARIANTS))
+    variants = tuple(args.variants or VARIANTS)
+    rows = run(settings, peers, args.ops, variants, line_offset=args.line_offset)
     csv = None if args.no_csv else "w5_blas"
     harness.report(rows, "W5 memory-bound instructions against copy bandwidth", peers.notes, csv)
 

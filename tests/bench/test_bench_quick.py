@@ -154,3 +154,14 @@ def test_w5_refuses_a_wrong_kernel(op: str, monkeypatch: pytest.MonkeyPatch, pee
     settings = replace(QUICK, threads=(1,), dtypes=("f32",))
     with pytest.raises(harness.ValidationError, match=f"nanotc {op}"):
         w5_blas.run(settings, peers, ops=[op], variants=["cache"])
+
+
+def test_w5_places_operands_past_a_line(peers: Peers) -> None:
+    """`--line-offset`: every operand starts that many bytes past a cache line, and the rows
+    are still validated."""
+    rng = np.random.default_rng(0)
+    data = w5_blas.operands("gemv.t", "f32", 1 << 16, 2, rng, line_offset=16)
+    assert all(a.ctypes.data % 64 == 16 for a in data.args.values())
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    rows = w5_blas.run(settings, peers, ops=["sum"], variants=["cache"], line_offset=16)
+    assert [r.shape.split()[0] for r in rows] == ["copy", "sum"]
