@@ -146,7 +146,7 @@ class VectorLoops:
             ]
 
         if realigned:
-            acc = self._realigned_or(n, (rest, wide), streams, steps, init, unrolled)
+            acc = self._realigned_or((rest, wide), streams, steps, init, unrolled)
         else:
             acc = carried_loop(b, 0, rest, wide, init, unrolled, name="r")
         firsts = [_add_all(b, acc[t * chains : (t + 1) * chains]) for t in range(len(steps))]
@@ -166,13 +166,13 @@ class VectorLoops:
     def _loads(self, offset: ir.Value, mask: ir.Value | None) -> VectorOf:
         return lambda stream: self.load(stream, offset, mask)
 
-    def _realigned_or(self, n: Dim, loop: tuple[Dim, int], streams: list[MemrefValue],
+    def _realigned_or(self, loop: tuple[Dim, int], streams: list[MemrefValue],
                       steps: Sequence[Accumulate], init: list[ir.Value],
                       unrolled: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
                       ) -> list[ir.Value]:  # fmt: skip
-        """The chained main loop over elements 0 .. `loop` = (stop, step): realigned where some
-        stream lies off a vector boundary (and all on element boundaries), else `unrolled`
-        with plain loads. Both give the same vectors, so the same sums."""
+        """The chained main loop over elements 0 .. `loop` = (stop, step): realigned where it
+        runs and some stream lies off a vector boundary (all on element boundaries), else
+        `unrolled` with plain loads. Both give the same vectors, so the same sums."""
         b, (stop, step_size), chains = self.b, loop, loop[1] // self.lanes
         aligned = [realign.RealignedStream(b, s, self.type) for s in streams]
         on_elements = _all(b, [a.element_aligned for a in aligned])
@@ -195,9 +195,10 @@ class VectorLoops:
             ]
             return sums + following
 
-        with b.if_else(b.and_(on_elements, moved)) as (then, otherwise):
+        runs = b.icmp_signed(">", as_value(b, stop), const(0))
+        with b.if_else(b.and_(b.and_(on_elements, moved), runs)) as (then, otherwise):
             with then:
-                firsts = [a.first(n) for a in aligned]
+                firsts = [a.first() for a in aligned]
                 out = carried_loop(b, 0, stop, step_size, init + firsts, realigned, name="ra")
                 from_realigned, realigned_end = out[: len(init)], b.block
             with otherwise:

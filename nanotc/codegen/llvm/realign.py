@@ -12,7 +12,7 @@ two-source permute (vpermt2ps, vpermt2pd). A loop carries each stream's last ali
 into its next step, so a step loads one aligned vector per stream.
 
 Reading aligned vector t+1 for elements tL.. means a loop over them must stop a vector
-before the stream ends. The first aligned vector is masked to the stream's own elements.
+before the stream ends; the first aligned vector is masked to the stream's own elements.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
 from nanotc.codegen.llvm.helpers import intrinsic
-from nanotc.codegen.llvm.types import I8, I32, I64, Dim, MemrefValue, const
+from nanotc.codegen.llvm.types import I8, I32, I64, MemrefValue, const
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target
 
@@ -59,13 +59,12 @@ class RealignedStream:
                                            else self.shift, self.lanes))  # fmt: skip
         self.permute = name
 
-    def first(self, n: Dim) -> ir.Value:
-        """Aligned vector 0, holding only the stream's own elements (of n)."""
+    def first(self) -> ir.Value:
+        """Aligned vector 0, holding only the stream's own elements: for a loop that runs,
+        whose stream has a vector's elements and more."""
         b = self.b
-        end = b.add(self.shift, n if isinstance(n, ir.Value) else const(n))
-        inside = vec.dynamic_mask(b, self.lanes, 0, end)
-        before = vec.dynamic_mask(b, self.lanes, 0, self.shift)
-        mask = b.and_(inside, b.not_(before))
+        iota = ir.Constant(vec.vector_type(I32, self.lanes), list(range(self.lanes)))
+        mask = b.icmp_unsigned(">=", iota, vec.splat(b, b.trunc(self.shift, I32), self.lanes))
         return vec.load(b, self.t, self.base, mask, self.lanes * self.element.size)
 
     def aligned(self, offset: ir.Value) -> ir.Value:
