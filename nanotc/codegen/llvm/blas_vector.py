@@ -20,6 +20,7 @@ lanes unaligned loads would give (`realign`): the same sums, without straddling 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -175,8 +176,8 @@ class VectorLoops:
         `unrolled` with plain loads. Both give the same vectors, so the same sums."""
         b, (stop, step_size), chains = self.b, loop, loop[1] // self.lanes
         aligned = [realign.RealignedStream(b, s, self.type) for s in streams]
-        on_elements = _all(b, [a.element_aligned for a in aligned])
-        moved = _any(b, [a.moved for a in aligned])
+        on_elements = functools.reduce(b.and_, [a.element_aligned for a in aligned])
+        moved = functools.reduce(b.or_, [a.moved for a in aligned])
 
         def realigned(i: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
             acc, last = carried[: len(init)], carried[len(init) :]
@@ -251,20 +252,6 @@ def _at_least_zero(b: ir.IRBuilder, n: Dim) -> Dim:
     if isinstance(n, int):
         return max(n, 0)
     return b.select(b.icmp_signed("<", n, const(0)), const(0), n)
-
-
-def _all(b: ir.IRBuilder, conditions: list[ir.Value]) -> ir.Value:
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = b.and_(out, c)
-    return out
-
-
-def _any(b: ir.IRBuilder, conditions: list[ir.Value]) -> ir.Value:
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = b.or_(out, c)
-    return out
 
 
 def _add_all(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:

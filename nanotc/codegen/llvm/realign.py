@@ -53,11 +53,10 @@ class RealignedStream:
         self.shift = b.lshr(offset, const(size.bit_length() - 1))
         # not `inbounds`: the aligned vector starts before the stream, maybe in another array
         self.base = b.gep(stream.ptr, [b.neg(offset)], source_etype=I8)
-        name, index = _PERMUTE[self.element]
+        self.permute, index = _PERMUTE[self.element]
         iota = ir.Constant(vec.vector_type(index, self.lanes), list(range(self.lanes)))
-        self.index = b.add(iota, vec.splat(b, b.trunc(self.shift, index) if index is I32
-                                           else self.shift, self.lanes))  # fmt: skip
-        self.permute = name
+        shift = self.shift if index is I64 else b.trunc(self.shift, index)
+        self.index = b.add(iota, vec.splat(b, shift, self.lanes))  # lanes s .. s+L-1 of two
 
     def first(self) -> ir.Value:
         """Aligned vector 0, holding only the stream's own elements: for a loop that runs,
