@@ -248,28 +248,55 @@ def _amx_small_gemm(e: FunctionEmitter, inst: TileAmxSmallGemm) -> None:
     k = e.dim(inst.k)
     assert isinstance(m, int) and isinstance(n, int) and isinstance(k, int)
     tiles = SmallTiles(m, n, k)
-    chunks = len(tiles.chunk_bytes)
     pairs: ir.Value = e.value(inst.a).ptr
-    height = -(-m // PANEL) * PANEL
-    rows = _RowTiles(b, e.value(inst.b), inst.trans_b, chunks)
+    rows = _RowTiles(b, e.value(inst.b), inst.trans_b, len(tiles.chunk_bytes))
     block = None if _direct_c(inst, c) else _stack_block(e, SMALL_C * PANEL)
-    c_bytes = tiles.width * F32_BYTES
     for n0, nr in tiles.n_blocks:
-        acc = [_small_start(e, inst, c, (m0, n0), _shape(nr, c_bytes)) for m0 in tiles.m_offsets]
-        for s, k_bytes in enumerate(tiles.chunk_bytes):
+        shape = _shape(nr, tiles.width * F32_BYTES)
+        from_c = _direct_c(inst, c) and not inst.zero
+        acc = [_small_start(b, c, (m0, n0), shape, from_c) for m0 in tiles.m_offsets]
+        acc = _small_products(b, tiles, (rows, pairs), [(n0, nr)], acc)
+        _small_finish_block(e, inst, (c, block), tiles, (n0, nr), acc, read_c=not inst.zero)
+
+
+def _small_products(
+    b: ir.IRBuilder,
+    tiles: SmallTiles,
+    sources: tuple[_RowTiles, ir.Value],
+    blocks: list[tuple[int, int]],
+    acc: list[ir.Value],
+) -> list[ir.Value]:
+    """The accumulators of C's column `blocks` (first column, count), one per row offset
+    each, after every chunk of K: per chunk and block one row tile of op(B)^T, and one VNNI
+    tile of op(A) (packed at `pairs`) per accumulator."""
+    rows, pairs = sources
+    height = -(-tiles.m // PANEL) * PANEL
+    c_bytes, per = tiles.width * F32_BYTES, len(tiles.m_offsets)
+    out = list(acc)
+    for s, k_bytes in enumerate(tiles.chunk_bytes):
+        for j, (n0, nr) in enumerate(blocks):
             row = rows.load(n0, nr, s, k_bytes)
-            for i, m0 in enumerate(tiles.m_offsets):
+            shape = [*_shape(nr, c_bytes), ir.Constant(I16, k_bytes)]
+            for i, m0 in enumerate(tiles.m_offsets, start=j * per):
                 at = _pairs_at(b, pairs, height, m0, s)
                 vnni = _load(b, _shape(k_bytes // 4, c_bytes), at, 4 * height)
-                shape = [*_shape(nr, c_bytes), ir.Constant(I16, k_bytes)]
-                acc[i] = intrinsic(
-                    b, "llvm.x86.tdpbf16ps.internal", AMX, [*shape, acc[i], row, vnni]
-                )
-        for m0, tile in zip(tiles.m_offsets, acc):
-            _small_finish(e, inst, c, (m0, n0), _shape(nr, c_bytes), tile, block)
-        if block is not None:
-            buffer = _Buffer(block, SMALL_C, const(m), const(nr), -(-m // PANEL))
-            _add_block(e, inst, c, buffer, (0, n0), read_c=not inst.zero)
+                args = [*shape, out[i], row, vnni]
+                out[i] = intrinsic(b, "llvm.x86.tdpbf16ps.internal", AMX, args)
+    return out
+
+
+def _small_finish_block(e: FunctionEmitter, inst: TileAmxSmallGemm | TileAmxBatchGemm,
+                        into: tuple[MemrefValue, ir.Value | None], tiles: SmallTiles,
+                        columns: tuple[int, int], acc: list[ir.Value], read_c: bool,
+                        ) -> None:  # fmt: skip
+    """A column block's accumulators into C = `into`[0], in place, or through the stack
+    block `into`[1] and the vector epilogue (which reads C where `read_c`)."""
+    (c, block), (n0, nr) = into, columns
+    for m0, tile in zip(tiles.m_offsets, acc):
+        _small_finish(e, inst, c, (m0, n0), _shape(nr, tiles.width * F32_BYTES), tile, block)
+    if block is not None:
+        buffer = _Buffer(block, SMALL_C, const(tiles.m), const(nr), -(-tiles.m // PANEL))
+        _add_block(e, inst, c, buffer, (0, n0), read_c=read_c)
 
 
 @emits(TileAmxBatchGemm)
@@ -290,14 +317,12 @@ def _amx_batch_gemm(e: FunctionEmitter, inst: TileAmxBatchGemm) -> None:
     buffer.align = 64
     buffer.type = PTR
     start, stop, step = (e.index_value(v) for v in (inst.start, inst.stop, inst.step))
-    c_bytes = tiles.width * F32_BYTES
-    corners = [(m0, n0, nr) for n0, nr in tiles.n_blocks for m0 in tiles.m_offsets]
+    per = len(tiles.m_offsets)  # accumulators per column block
     direct = _direct_c(inst, c)
     acc = [
-        _load(b, _shape(nr, c_bytes), _c_at(b, c, (m0, n0)), mul(b, c.stride[1], F32_BYTES))
-        if direct
-        else intrinsic(b, "llvm.x86.tilezero.internal", AMX, _shape(nr, c_bytes))
-        for m0, n0, nr in corners
+        _small_start(b, c, (m0, n0), _shape(nr, tiles.width * F32_BYTES), direct)
+        for n0, nr in tiles.n_blocks
+        for m0 in tiles.m_offsets
     ]
 
     def operands(index: ir.Value) -> list[MemrefValue]:
@@ -319,32 +344,15 @@ def _amx_batch_gemm(e: FunctionEmitter, inst: TileAmxBatchGemm) -> None:
         following = b.add(index, step)
         with b.if_then(b.icmp_signed("<", following, stop)):
             pack(operands(following)[0], half(b.sub(const(1), parity)))
-        pairs = half(parity)
         rows = _RowTiles(b, operands(index)[1], inst.trans_b, len(tiles.chunk_bytes))
-        out = list(acc)
-        for s, k_bytes in enumerate(tiles.chunk_bytes):
-            for n0, nr in tiles.n_blocks:
-                row = rows.load(n0, nr, s, k_bytes)
-                for i, (m0, n1, _) in enumerate(corners):
-                    if n1 != n0:
-                        continue
-                    at = _pairs_at(b, pairs, height, m0, s)
-                    vnni = _load(b, _shape(k_bytes // 4, c_bytes), at, 4 * height)
-                    shape = [*_shape(nr, c_bytes), ir.Constant(I16, k_bytes)]
-                    out[i] = intrinsic(
-                        b, "llvm.x86.tdpbf16ps.internal", AMX, [*shape, out[i], row, vnni]
-                    )
-        return out
+        return _small_products(b, tiles, (rows, half(parity)), tiles.n_blocks, acc)
 
     acc = carried_loop(b, start, stop, step, acc, iteration, name="batch", unroll=False)
     block = None if direct else _stack_block(e, SMALL_C * PANEL)
-    for n0, nr in tiles.n_blocks:
-        for (m0, n1, _), tile in zip(corners, acc):
-            if n1 == n0:
-                _small_finish(e, inst, c, (m0, n0), _shape(nr, c_bytes), tile, block)
-        if block is not None:
-            buffer = _Buffer(block, SMALL_C, const(m), const(nr), -(-m // PANEL))
-            _add_block(e, inst, c, buffer, (0, n0), read_c=True)
+    for j, columns in enumerate(tiles.n_blocks):
+        _small_finish_block(
+            e, inst, (c, block), tiles, columns, acc[j * per : (j + 1) * per], read_c=True
+        )
 
 
 def _pairs_at(b: ir.IRBuilder, pairs: ir.Value, height: int, m0: int, chunk: int) -> ir.Value:
@@ -372,13 +380,13 @@ class _RowTiles:
         return _load(b, shape, ptr, mul(b, self.row_stride, 2))
 
 
-def _small_start(e: FunctionEmitter, inst: TileAmxSmallGemm, c: MemrefValue,
-                 corner: tuple[int, int], shape: list[ir.Value]) -> ir.Value:  # fmt: skip
-    """The accumulator of one C tile: C's own values, or zero (beta 0, or a C updated
-    through the epilogue)."""
-    if _direct_c(inst, c) and not inst.zero:
-        return _load(e.b, shape, _c_at(e.b, c, corner), mul(e.b, c.stride[1], F32_BYTES))
-    return intrinsic(e.b, "llvm.x86.tilezero.internal", AMX, shape)
+def _small_start(b: ir.IRBuilder, c: MemrefValue, corner: tuple[int, int],
+                 shape: list[ir.Value], from_c: bool) -> ir.Value:  # fmt: skip
+    """The accumulator of one C tile: C's own values (`from_c`), or zero (beta 0, or a C
+    updated through the epilogue)."""
+    if from_c:
+        return _load(b, shape, _c_at(b, c, corner), mul(b, c.stride[1], F32_BYTES))
+    return intrinsic(b, "llvm.x86.tilezero.internal", AMX, shape)
 
 
 def _small_finish(e: FunctionEmitter, inst: TileAmxSmallGemm | TileAmxBatchGemm, c: MemrefValue,
