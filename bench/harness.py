@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.peers import NAMES as peer_names
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
@@ -521,6 +523,14 @@ def _dtype(text: str) -> str:
     return text
 
 
+def _peer(text: str) -> str:
+    if text not in peer_names:
+        raise argparse.ArgumentTypeError(
+            f"unknown peer {text!r} (choose from {', '.join(peer_names)})"
+        )
+    return text
+
+
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
     parser.add_argument("--threads", type=parse_list(int), help="thread counts, e.g. 1,2")
@@ -536,7 +546,8 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--peers",
-        type=parse_list(str),
+        type=parse_list(_peer),
+        default=os.environ.get("NANOTC_BENCH_PEERS") or None,  # parsed and checked as given
         help="peers to compare with: numpy,torch,libxsmm,blis (default: all found; "
         "also NANOTC_BENCH_PEERS)",
     )

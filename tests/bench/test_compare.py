@@ -201,3 +201,22 @@ def test_calibration_is_not_set_by_one_slow_call() -> None:
         return 0.001 * reps + (0.05 if len(calls) == 1 else 0.0)
 
     assert harness.calibrate(first_call_slow, target=0.008) == 8
+
+
+@pytest.mark.parametrize("option", ["--peers", "--dtypes"])
+def test_an_unknown_name_is_an_option_error(option: str, capsys) -> None:
+    """A misspelt peer or dtype stops the benchmark with argparse's one-line error."""
+    parser = harness.argparse.ArgumentParser(prog="w")
+    harness.add_common_options(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([option, "numpy,nonesuch"])
+    assert f"argument {option}: unknown" in capsys.readouterr().err
+
+
+def test_an_unknown_peer_in_the_environment_is_an_option_error(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("NANOTC_BENCH_PEERS", "torch,nonesuch")
+    parser = harness.argparse.ArgumentParser(prog="w")
+    harness.add_common_options(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    assert "argument --peers: unknown peer 'nonesuch'" in capsys.readouterr().err
