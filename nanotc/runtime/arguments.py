@@ -168,7 +168,7 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
             raise ArgumentError(name, f"an integer ({t})", _describe(value))
         lo, hi = (0, 1) if t is ScalarType.I1 else (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1)
         if not lo <= int(value) <= hi:
-            raise ArgumentError(name, f"a {t} in [{lo}, {hi}]", str(int(value)))
+            raise ArgumentError(name, f"an integer ({t}) in [{lo}, {hi}]", str(int(value)))
         return dtype.type(value)
     real = int | float | np.integer | np.floating | ml_dtypes.bfloat16
     if not isinstance(value, real) or isinstance(value, bool):

@@ -163,10 +163,16 @@ CASES = {
     "bool for a float": ("x", True, r"a real number \(f32\)", r"bool True"),
     "array for a scalar": ("x", np.zeros(2), r"a real number", r"float64 array"),
     "float for an integer": ("n", 1.0, r"an integer \(i8\)", r"float 1.0"),
-    "integer out of range": ("n", 300, r"a i8 in \[-128, 127\]", r"300"),
-    "negative out of range": ("n", -129, r"a i8 in \[-128, 127\]", r"-129"),
+    "integer out of range": ("n", 300, r"an integer \(i8\) in \[-128, 127\]", r"300"),
+    "negative out of range": ("n", -129, r"an integer \(i8\) in \[-128, 127\]", r"-129"),
     "numpy float for an integer": ("i", np.float64(3), r"an integer \(index\)", r"float64"),
-    "i1 out of range": ("flag", 2, r"a i1 in \[0, 1\]", r"2"),
+    "i1 out of range": ("flag", 2, r"an integer \(i1\) in \[0, 1\]", r"2"),
+    "index out of range": (
+        "i",
+        1 << 63,
+        r"an integer \(index\) in \[-9223372036854775808, 9223372036854775807\]",
+        r"9223372036854775808",
+    ),
     "None for index": ("i", None, r"an integer \(index\)", r"NoneType None"),
 }
 
