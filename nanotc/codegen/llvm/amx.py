@@ -510,26 +510,28 @@ def _pack_static_chunk(
         corner = (const(r0), b.mul(as_value(b, s), const(CHUNK)))
         values = (const(valid[0]), const(valid[1]))
         block = _Block(b, pack.base, pack.strides, corner, values, group, True, valid)
-        blocks.append((block, out, valid[0] < group or valid[1] < CHUNK))
+        blocks.append((block, out, valid[0] < group))  # rows cut
     if pack.pairs and pack.strides[0] == 1:
         _store_pairs_in_loop(b, blocks, valid_cols, 2 * height)
         return
-    for block, out, masked in blocks:
+    for block, out, rows_cut in blocks:
+        masked = rows_cut or valid_cols < CHUNK
         _store_block(block, out, 2 * height if pack.pairs else None, masked)
 
 
 def _store_pairs_in_loop(b: ir.IRBuilder, blocks: list[tuple[_Block, ir.Value, bool]],
                          valid_cols: int, pair_stride: int) -> None:  # fmt: skip
     """The K pairs of a static chunk whose rows are contiguous, in a loop over the pairs with
-    both columns inside, each step interleaving one pair of every group of rows; then a last
-    pair with one column. Unrolled, LLVM loaded all of a chunk's columns before storing any
-    pair, spilling a third of them to the stack, and a batch loop of 35 x 9 x 35 gemms took
-    0.46 s to compile instead of 0.2 (it runs as fast either way)."""
+    both columns inside, each step interleaving one pair of every group of rows (masked
+    where the group's rows are cut); then a last pair with one column. Unrolled, LLVM loaded
+    all of a chunk's columns before storing any pair, spilling a third of them to the stack,
+    and a batch loop of 35 x 9 x 35 gemms took 0.46 s to compile instead of 0.2 (it runs as
+    fast either way)."""
     whole = min(valid_cols, CHUNK) // 2
 
     def pair(p: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
-        for block, out, masked in blocks:
-            block.store_pair_at(p, out, pair_stride, masked)
+        for block, out, rows_cut in blocks:
+            block.store_pair_at(p, out, pair_stride, rows_cut)
         return []
 
     carried_loop(b, 0, whole, 1, [], pair, name="pair", unroll=False)
