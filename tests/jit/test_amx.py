@@ -218,7 +218,7 @@ def test_packed_blocks_stay_within_l2() -> None:
     """The MLP layer's loop nest: op(A)'s VNNI block is packed once per K block and row block,
     outside the loop over column blocks that packs op(B), and both packed blocks together
     take at most 1.25 MiB (L2 holds them while C streams)."""
-    tiled = nanotc.compile(gemm_text(512, 1024, 1024, "n", "n", "f32", True)).tiled()
+    tiled = nanotc.compile(gemm_text(512, 1024, 1024, "n", "n", "f32", True), target="amx").tiled()
     packs = re.findall(r"alloca -> memref<bf16x(\d+)>", tiled)
     assert len(packs) == 2 and 2 * sum(map(int, packs)) <= 1.25 * 2**20
 
@@ -232,7 +232,8 @@ def test_packed_blocks_stay_within_l2() -> None:
 def test_packs_walk_their_source_along_its_contiguous_direction() -> None:
     """Column-major op(A) is packed chunk by chunk, the panels inner (down its columns); op(B)'s
     row panels take its K-contiguous columns panel by panel, the chunks inner."""
-    llvm_ir = nanotc.compile(gemm_text(512, 1024, 1024, "n", "n", "f32", True)).llvm_ir
+    mlp = gemm_text(512, 1024, 1024, "n", "n", "f32", True)
+    llvm_ir = nanotc.compile(mlp, target="amx").llvm_ir
     loops = re.findall(r"^(chunk|panel)\.header[.\d]*:", llvm_ir, re.M)
     assert loops[:4] == ["chunk", "panel", "panel", "chunk"]  # A's pack, then B's
 
@@ -241,7 +242,7 @@ def test_beta_zero_overwrites_c_in_the_first_k_block() -> None:
     """No pass zeroes C before the K blocks when K is static: the first block's accumulate
     operand is 0 (min(pc, 1))."""
     text = gemm_text(300, 65, 2100, "n", "n", "f32", False).replace("%beta,", "0.0,")
-    tiled = nanotc.compile(text).tiled()
+    tiled = nanotc.compile(text, target="amx").tiled()
     assert "tile.scale" not in tiled
     assert re.search(r"accumulate %\d+", tiled) and re.search(r"tile\.min %\d+, 1\b", tiled)
 
