@@ -34,6 +34,11 @@ once; A_b and B_b are computed by its region (index b as parameter), which ends 
 of it at target[q*panel*cols + k*panel : ... + panel]; rows past `rows` in the last panel are
 zero. Packed A is op(A) in mr-row panels; packed B is op(B)^T in nr-row panels, so each
 nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowering.gemm_blocked`).
+`.pairs` packs bf16 in the VNNI layout of `vdpbf16ps` instead: panel q starts at
+target[q*panel*K2] (K2: cols rounded up to even), its K pair p at + p*2*panel, holding
+(X[r, 2p], X[r, 2p+1]) at + 2r; the second value of an odd K's last pair is zero. A `tile.gemm`
+whose `.pairs` flag is set reads such a panel as `a`: a 2*mr x K2/2 view whose column p is
+pair p (its K extent is then op(B)'s).
 
 `tile.min` is the smaller of two index values (block extents at the edges of C).
 
@@ -128,6 +133,7 @@ class TileGemm(Instruction):
     trans_a = attribute(Suffix(Transpose))
     trans_b = attribute(Suffix(Transpose))
     atomic = attribute(Flag("atomic"), default=False)
+    pairs = attribute(Flag("pairs"), default=False)  # a: VNNI panel of `tile.pack.pairs`
     alpha = operand(ConstKind.NUMBER)
     a = operand()
     b = operand()
@@ -142,7 +148,7 @@ class TileGemm(Instruction):
     next_b = optional_operand()
     next_c = optional_operand()
     syntax = (
-        "{trans_a}{trans_b}{atomic} $alpha , $a , $b , $beta , $c [ $row , $col ] "
+        "{trans_a}{trans_b}{atomic}{pairs} $alpha , $a , $b , $beta , $c [ $row , $col ] "
         "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
         "( next c $next_c )? : " + _TILE_TYPES
     )
@@ -209,6 +215,7 @@ class TilePack(Instruction):
     name = "tile.pack"
     kind = Kind.COLLECTIVE
     trans = attribute(Suffix(Transpose))
+    pairs = attribute(Flag("pairs"), default=False)
     source = operand()
     row = operand(**_INDEX)
     col = operand(**_INDEX)
@@ -217,8 +224,8 @@ class TilePack(Instruction):
     target = operand()
     panel = attribute(IntAttr())
     syntax = (
-        "{trans} $source [ $row , $col ] rows $rows cols $cols panel {panel} into $target "
-        ": type($source), type($target)"
+        "{trans}{pairs} $source [ $row , $col ] rows $rows cols $cols panel {panel} "
+        "into $target : type($source), type($target)"
     )
 
 

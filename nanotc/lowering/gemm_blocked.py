@@ -10,6 +10,12 @@
           register tiles of the mc x nc block, each a `tile.gemm` nanokernel reading one
           A panel and one B panel (the same nanokernels as the direct path)
 
+bf16 operands into an f32 C, on a target whose `vdpbf16ps` outruns FMAs, stay bf16 in the
+packs: op(A)'s panels in the VNNI layout (`tile.pack.pairs`: two K values of a row adjacent),
+so the nanokernels load A's pairs instead of interleaving two columns at every column of
+tiles, and op(B) as K-contiguous columns (a K pair is one 32-bit broadcast) in one panel of
+kc rows. Elsewhere the packs widen to C's type and the nanokernels use FMAs.
+
 Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
 most half of L1 (and, where K takes several blocks, the B panel and one A panel fit L1
 together), the packed A block (mc x kc) half of L2, the packed B block a few MiB.
@@ -129,31 +135,51 @@ def tile_gemm_blocked(
     sig = signature(g, BLOCKED, (m, n, k), reserved)
     # blocks have any size, so the model assumes large (dynamic) extents
     tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
+    pairs = packs_pairs(g, target)
+    packed = packed_element(g, target)
     override = blocking_override(options, sig, tile)
-    blocks = Blocking(*override) if override else blocking(target, ct, tile, k)
+    blocks = Blocking(*override) if override else blocking(target, packed, tile, k)
     b = Builder(Region())
     extent_m, extent_n, extent_k = extent_values(b, g)
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
     # first K block to write C
     if not first_block_writes_c(g):
         b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
-    a_pack = b.alloca(MemRefType.packed(ct, [_capacity(m, blocks.mc, tile.mr) * blocks.kc]))
-    b_pack = b.alloca(MemRefType.packed(ct, [blocks.kc * _capacity(n, blocks.nc, tile.nr)]))
+    kc = blocks.kc + blocks.kc % 2  # room for an odd block's zero-padded last pair
+    a_pack = b.alloca(MemRefType.packed(packed, [_capacity(m, blocks.mc, tile.mr) * kc]))
+    b_pack = b.alloca(MemRefType.packed(packed, [kc * _capacity(n, blocks.nc, tile.nr)]))
     with b.for_(0, extent_n, blocks.nc) as (outer, jc):
         nb = block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
             kb = block_extent(middle, extent_k, pc, blocks.kc)
             beta = block_beta(middle, g, pc, extent_k, blocks.kc)
-            flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
-            middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
-                       panel=tile.nr, target=b_pack)  # fmt: skip
+            if pairs:  # K-contiguous columns, zero past kb: one panel of kc rows
+                middle.add(TilePack, trans=g.trans_b, source=g.b, row=pc, col=jc, rows=kb,
+                           cols=nb, panel=kc, target=b_pack)  # fmt: skip
+            else:
+                flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
+                middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
+                           panel=tile.nr, target=b_pack)  # fmt: skip
             with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
                 mb = block_extent(inner, extent_m, ic, blocks.mc)
-                inner.add(TilePack, trans=g.trans_a, source=g.a, row=ic, col=pc, rows=mb,
-                          cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
-                panels = _Panels(g, tile, a_pack, b_pack, kb, ic, jc, beta)
+                inner.add(TilePack, trans=g.trans_a, pairs=pairs, source=g.a, row=ic, col=pc,
+                          rows=mb, cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
+                panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc), beta)
+                panels.pairs_of = kc if pairs else None
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
+
+
+def packed_element(g: Gemm, target: Target) -> ScalarType:
+    """What the packs hold: bf16 pairs (`packs_pairs`), else C's type."""
+    return ScalarType.BF16 if packs_pairs(g, target) else g.c.type.element
+
+
+def packs_pairs(g: Gemm, target: Target) -> bool:
+    """bf16 A and B into an f32 C on a target whose vdpbf16ps outruns FMAs: the packs keep
+    bf16, A in VNNI pairs."""
+    bf16 = g.a.type.element is g.b.type.element is ScalarType.BF16
+    return bf16 and g.c.type.element is ScalarType.F32 and target.bf16_gemm_by_dot
 
 
 def blocked_reserved(g: Gemm) -> int:
@@ -202,36 +228,54 @@ def _capacity(extent: int | None, block: int, multiple: int) -> int:
 class _Panels:
     """Makes the nanokernel of one register tile read packed panels."""
 
-    def __init__(self, g: Gemm, tile: RegisterTile, a_pack: Value, b_pack: Value, kb: Value,
-                 ic: Value, jc: Value, beta: Value):  # fmt: skip
+    def __init__(self, g: Gemm, tile: RegisterTile, packs: tuple[Value, Value], kb: Value,
+                 corner: tuple[Value, Value], beta: Value):  # fmt: skip
         self.g, self.tile = g, tile
-        self.a_pack, self.b_pack, self.kb = a_pack, b_pack, kb
-        self.ic, self.jc, self.beta = ic, jc, beta
+        self.a_pack, self.b_pack = packs
+        self.kb = kb
+        self.ic, self.jc = corner
+        self.beta = beta
+        self.pairs_of: int | None = None  # the B panel's rows where the packs hold pairs
 
     def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
-        kb, full_mr, full_nr = self.kb, self.tile.mr, self.tile.nr
-        a_start = b.index(BinaryOp.MUL, row, kb)
-        a = self._panel(b, self.a_pack, a_start, full_mr)
-        panel = b.index(BinaryOp.DIV, col, full_nr)
-        within = b.index(BinaryOp.REM, col, full_nr)
-        b_start = b.index(
-            BinaryOp.ADD, b.index(BinaryOp.MUL, panel, b.index(BinaryOp.MUL, kb, full_nr)), within
-        )
-        bp = self._panel(b, self.b_pack, b_start, full_nr)
-        bp = b.subview(bp, [0, 0], [nr, "?"])
         c = b.subview(
             self.g.c,
             [b.index(BinaryOp.ADD, self.ic, row), b.index(BinaryOp.ADD, self.jc, col)],
             [rows, nr],
         )
+        pairs = self.pairs_of is not None
+        a, bp = self._pair_panels(b, row, col, nr) if pairs else self._panels(b, row, col, nr)
         b.add(
-            TileGemm, trans_a=Transpose.N, trans_b=Transpose.T, atomic=self.g.atomic,
-            alpha=self.g.alpha, a=a, b=bp, beta=self.beta, c=c, row=0, col=0, rows=rows,
-            mr=mr, nr=nr,
+            TileGemm, trans_a=Transpose.N, trans_b=Transpose.N if pairs else Transpose.T,
+            atomic=self.g.atomic, pairs=pairs, alpha=self.g.alpha, a=a, b=bp, beta=self.beta,
+            c=c, row=0, col=0, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
-    def _panel(self, b: Builder, buffer: Value, start: Value, width: int) -> Value:
-        """The `width x kb` panel at `start` of a packing buffer (column stride `width`)."""
-        size = b.index(BinaryOp.MUL, self.kb, width)
+    def _panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
+        """op(A)'s mr-row panel and op(B)^T's nr-row panel (from the tile's first column)."""
+        kb, full_mr, full_nr = self.kb, self.tile.mr, self.tile.nr
+        a = self._panel(b, self.a_pack, b.index(BinaryOp.MUL, row, kb), full_mr, kb)
+        panel = b.index(BinaryOp.DIV, col, full_nr)
+        within = b.index(BinaryOp.REM, col, full_nr)
+        b_start = b.index(
+            BinaryOp.ADD, b.index(BinaryOp.MUL, panel, b.index(BinaryOp.MUL, kb, full_nr)), within
+        )
+        bp = self._panel(b, self.b_pack, b_start, full_nr, kb)
+        return a, b.subview(bp, [0, 0], [nr, "?"])
+
+    def _pair_panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
+        """op(A)'s VNNI panel (2 mr x K pairs) and op(B)'s kb x nr columns (stride kc)."""
+        assert self.pairs_of is not None
+        k_pairs = b.index(BinaryOp.DIV, b.index(BinaryOp.ADD, self.kb, 1), 2)
+        width = 2 * self.tile.mr
+        a_start = b.index(BinaryOp.MUL, row, b.index(BinaryOp.MUL, k_pairs, 2))
+        a = self._panel(b, self.a_pack, a_start, width, k_pairs)
+        kc = self.pairs_of
+        columns = self._panel(b, self.b_pack, b.index(BinaryOp.MUL, col, kc), kc, nr)
+        return a, b.subview(columns, [0, 0], [self.kb, nr])
+
+    def _panel(self, b: Builder, buffer: Value, start: Value, width: int, cols: Index) -> Value:
+        """The `width x cols` panel at `start` of a packing buffer (column stride `width`)."""
+        size = b.index(BinaryOp.MUL, cols, width)
         flat = b.subview(buffer, [start], [size])
-        return b.add(Expand, source=flat, mode=0, shape=[width, self.kb])
+        return b.add(Expand, source=flat, mode=0, shape=[width, cols])

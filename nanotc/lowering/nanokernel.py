@@ -193,7 +193,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     c_type: MemRefType = inst.c.type
     a_type: MemRefType = (inst.panels()[0] if isinstance(inst, TileBatchGemm) else inst.a).type
     compute = c_type.element
-    k = a_type.shape[0] if inst.trans_a is Transpose.T else a_type.shape[1]
+    k = _depth(inst, a_type)
     rows = _constant(inst.rows)
     dot = uses_bf16_dot(inst, target, a_type, compute)
     full = target.lanes(compute)
@@ -221,6 +221,13 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         dot=dot,
         tail_lanes=_tail_lanes(rows, vectors, lanes, compute) if plain and unroll else None,
     )
+
+
+def _depth(inst: TileGemm | TileBatchGemm, a_type: MemRefType) -> int:
+    """K: op(A)'s columns, or op(B)'s rows where A is a VNNI panel (its columns are pairs)."""
+    if isinstance(inst, TileGemm) and inst.pairs:
+        return inst.b.type.shape[1 if inst.trans_b is Transpose.T else 0]
+    return a_type.shape[0] if inst.trans_a is Transpose.T else a_type.shape[1]
 
 
 def _tail_lanes(

@@ -55,7 +55,12 @@ from nanotc.lowering.choices import (
     signature,
 )
 from nanotc.lowering.gemm_amx import amx_applies
-from nanotc.lowering.gemm_blocked import blocked_reserved, blocking, needs_blocking
+from nanotc.lowering.gemm_blocked import (
+    blocked_reserved,
+    blocking,
+    needs_blocking,
+    packed_element,
+)
 from nanotc.lowering.gemm_in_place import in_place_path, in_place_tile
 from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
@@ -79,6 +84,7 @@ class Site:
     signature: GemmSignature
     element: ScalarType
     analytical: GemmChoice
+    packed: ScalarType | None = None  # what the blocked path's packs hold (block sizes)
 
     @property
     def key(self) -> str:
@@ -254,8 +260,10 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
     if path == BLOCKED:
         reserved = blocked_reserved(g)
         tile = choose(target, element, None, None, None, reserved)
-        blocks = blocking(target, element, tile, extents[2])
+        packed = packed_element(g, target)
+        blocks = blocking(target, packed, tile, extents[2])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
+        return Site(signature(g, path, extents, reserved), element, choice, packed)
     elif path in (K_BLOCKS, PANELS):
         reserved = blocked_reserved(g)
         tile, _ = in_place_tile(g, path, target)
@@ -295,7 +303,7 @@ def blocking_candidates(
     site: Site, tile: RegisterTile, target: Target
 ) -> list[tuple[int, int, int]]:
     """Block sizes around the analytical ones for `tile`: kc and mc halved and doubled."""
-    base = blocking(target, site.element, tile, site.signature.shape[2])
+    base = blocking(target, site.packed or site.element, tile, site.signature.shape[2])
     out: list[tuple[int, int, int]] = []
     for kc_scale in (1.0, 0.5, 2.0):
         for mc_scale in (1.0, 0.5, 2.0):

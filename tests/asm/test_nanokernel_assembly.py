@@ -314,6 +314,26 @@ def test_bf16_gemm_uses_vdpbf16ps_on_zmm(shape: tuple[int, int, int]) -> None:
         assert loop.stack_accesses() == []
 
 
+def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
+    """The blocked path keeps bf16 in its packs, A in VNNI pairs: the K loop of the full
+    tiles is vdpbf16ps on zmm fed by plain loads of A's pairs and broadcasts of B's, with no
+    interleaving shuffle and nothing spilled (the shuffles happen once, in A's pack)."""
+    a, c = "memref<bf16x1024x1024>", "memref<f32x1024x1024>"  # A and B over half of L2
+    text = f"""func @k(%A: {a}, %B: {a}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {a}, f32, {c}
+}}"""
+    tiled = nanotc.compile(text, target="avx512").tiled()
+    assert "tile.pack.n.pairs %A" in tiled and "tile.gemm.n.n.pairs" in tiled
+    loops = [loop for loop in asm.hot_loops(assembly(text, "avx512"), "k", "vdpbf16ps")
+             if loop.count("vdpbf16ps") >= 24]  # fmt: skip
+    assert loops
+    for loop in loops:
+        dots = [i for i in loop.instructions if i.startswith("vdpbf16ps")]
+        assert all("%zmm" in i for i in dots)
+        assert not [i for i in loop.instructions if i.startswith(("vperm", "vpunpck", "vpshuf"))]
+        assert loop.stack_accesses() == []
+
+
 def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
     """Without bf16 dot products, bf16 operands are widened to f32 and multiplied with FMAs."""
     code = assembly(bf16_gemm(64, 64, 256), "avx2")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -165,6 +166,51 @@ def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], rng) -> None:
     if "?" not in shapes[0]:  # K is static and > 0: no pass over C before the blocks
         assert "tile.scale" not in tiled
     a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
+    c = np.full((m, n), np.nan, np.float32, order="F")
+    compilation["k"](a, b, c, group_size=1)
+    check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
+
+
+def bf16_operands(rng, ta: str, tb: str, m: int, n: int, k: int):
+    a, b, c = operands(rng, "f32", ta, tb, m, n, k)
+    return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), c
+
+
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize(
+    "shape",
+    [(700, 300, 1201), (1100, 70, 511)],  # K blocks 512, 512, 177; one odd block
+    ids=str,
+)
+def test_bf16_blocked_gemm_packs_vnni_pairs(
+    ta: str, tb: str, shape: tuple[int, int, int], rng
+) -> None:
+    """bf16 into f32 on AVX512-BF16: packs of bf16, A in VNNI pairs (zero-padded past an odd
+    K block and past the rows), B in K-contiguous columns; f32 accumulation, so the result
+    matches float64 on the same bf16 values to f32 roundoff. Transposed operands take the
+    element-by-element packs; alpha and beta general."""
+    m, n, k = shape
+    a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?>", "memref<f32x?x?>"
+    compilation = compiled(f"""func @k(%alpha: f32, %A: {a_t}, %B: {b_t}, %beta: f32, %C: {c_t}) {{
+  gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a_t}, {b_t}, f32, {c_t}
+}}""", "avx512")  # fmt: skip
+    tiled = compilation.tiled()
+    assert f"tile.pack.{ta}.pairs %A" in tiled and "tile.gemm.n.n.pairs" in tiled
+    a, b, c = bf16_operands(rng, ta, tb, m, n, k)
+    want = expected(a, b, c, ta, tb, 1.5, -0.5)
+    compilation["k"](1.5, a, b, -0.5, c, group_size=1)
+    check(c, want, "f32", k)
+
+
+def test_bf16_blocked_gemm_with_beta_zero_never_reads_c(rng) -> None:
+    """The first K block writes C from the packed pairs: a C of NaNs does not leak, and
+    neither do the padded pairs of the odd last block (K = 1025)."""
+    m, n, k = 900, 130, 1025
+    a_t, c_t = "memref<bf16x?x?>", "memref<f32x?x?>"
+    compilation = compiled(f"""func @k(%A: {a_t}, %B: {a_t}, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {a_t}, f32, {c_t}
+}}""", "avx512")  # fmt: skip
+    a, b, _ = bf16_operands(rng, "n", "n", m, n, k)
     c = np.full((m, n), np.nan, np.float32, order="F")
     compilation["k"](a, b, c, group_size=1)
     check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)

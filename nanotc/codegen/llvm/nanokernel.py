@@ -174,12 +174,13 @@ class NanokernelEmitter:
 
     def _accumulate_pairs(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
         """K in pairs through vdpbf16ps: lane r of a[v] holds (A[r, k], A[r, k+1]) (two columns
-        of A interleaved: the flat-to-VNNI shuffle), b holds (B[k, j], B[k+1, j]) in every lane.
-        An odd K ends with one more step whose second column and pair half are zero."""
+        of A interleaved: the flat-to-VNNI shuffle, or loaded as they are from a `.pairs`
+        panel), b holds (B[k, j], B[k+1, j]) in every lane. An odd K ends with one more step
+        whose second column and pair half are zero."""
         b, p = self.b, self.p
         a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
         b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
-        depth = a.shape[a_k]
+        depth = bm.shape[b_k]
         a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
         b_origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
         b_bases = [
@@ -187,6 +188,7 @@ class NanokernelEmitter:
             for j in range(p.columns)
         ]
         pairs = _PairLoads(b, p, self.a_masks, a_base, a.stride[a_k], bm.stride[b_k])
+        pairs.packed = bool(self.inst.pairs)
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = [pairs.a_pairs(k, v, second) for v in range(p.vectors)]
@@ -423,9 +425,14 @@ class _PairLoads:
         self.b, self.p, self.masks = b, p, masks
         self.a_base, self.a_k_stride, self.b_k_stride = a_base, a_k_stride, b_k_stride
         self.half = vec.vector_type(I16, p.lanes)
+        self.packed = False  # A is a VNNI panel: its column k / 2 holds the pairs
 
     def a_pairs(self, k: ir.Value, v: int, second: bool) -> ir.Value:
         b, lanes = self.b, self.p.lanes
+        if self.packed:  # an odd K's last pair is zero-padded in the panel
+            offset = add(b, mul(b, b.udiv(k, const(2)), self.a_k_stride), 2 * v * lanes)
+            ptr = element_ptr(b, self.a_base, ScalarType.BF16, offset)
+            return b.load(ptr, typ=vec.vector_type(I32, lanes), align=4)
         low = self._column(k, v)
         high = self._column(b.add(k, const(1)), v) if second else vec.zeros(self.half)
         interleave = [i // 2 + (lanes if i % 2 else 0) for i in range(2 * lanes)]

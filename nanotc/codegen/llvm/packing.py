@@ -3,7 +3,9 @@ panel-major scratch), `tile.scale` (C := beta * C before the K blocks) and `tile
 
 Packing converts to the target buffer's element type, so a nanokernel reading packed panels
 always sees its compute type. Where the rows of op(X) are contiguous, a panel column is
-copied with (masked) vector loads and stores; otherwise element by element.
+copied with (masked) vector loads and stores; otherwise element by element. `.pairs` (bf16)
+interleaves two columns into each VNNI pair row of a panel, so the `vdpbf16ps` nanokernels
+load A's pairs as they are instead of interleaving them at every column of tiles.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from nanotc.codegen.llvm.helpers import (
     mul,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, update_output, write_output
-from nanotc.codegen.llvm.types import I32, Dim, MemrefValue, const, register_type
+from nanotc.codegen.llvm.types import (
+    I16,
+    I32,
+    Dim,
+    MemrefValue,
+    const,
+    memory_type,
+    register_type,
+)
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileMin, TilePack, TileScale
+from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant
 
 
@@ -66,6 +77,9 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     target: MemrefValue = e.value(inst.target)
     x = _PackedBlock(e, source, target, inst)
     panels = div(b, add(b, x.rows, inst.panel - 1), inst.panel)
+    if inst.pairs:
+        _pack_pairs(x, panels)
+        return
     with for_range(b, 0, panels, name="panel") as q:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
@@ -81,6 +95,25 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
                     x.copy_panel_elements(first_row, 0, valid)
         else:
             x.copy_panel_elements(first_row, 0, valid)
+
+
+def _pack_pairs(x: _PackedBlock, panels: Dim) -> None:
+    """VNNI panels: per panel and K pair, the pair's two columns interleaved (the second
+    zero past an odd K), rows past the block zero."""
+    b = x.b
+    pairs = div(b, add(b, x.cols, 1), 2)
+    with for_range(b, 0, panels, name="panel") as q:
+        first_row = b.mul(q, const(x.panel))
+        valid = b.sub(as_value(b, x.rows), first_row)
+        with for_range(b, 0, pairs, name="pair") as p:
+            offset = b.add(b.mul(first_row, b.mul(as_value(b, pairs), const(2))),
+                           b.mul(p, const(2 * x.panel)))  # fmt: skip
+            dst = element_ptr(b, x.target.ptr, x.dst_t, offset)
+            k = b.mul(p, const(2))
+            if x.row_stride == 1:
+                x.interleave_vectors(first_row, k, dst, valid)
+            else:
+                x.interleave_elements(first_row, k, dst, valid)
 
 
 class _PackedBlock:
@@ -120,7 +153,52 @@ class _PackedBlock:
             ptr = element_ptr(b, src, self.src_t, v)
             loaded = vec.load(b, vec.memory_vector(self.src_t, width), ptr, mask, self.src_t.size)
             out = element_ptr(b, dst, self.dst_t, v)
-            b.store(vec.to_register(b, loaded, self.src_t, t_out), out, align=self.dst_t.size)
+            if self.src_t != self.dst_t:  # bf16 stays in its 16 bits for vdpbf16ps
+                loaded = vec.to_register(b, loaded, self.src_t, t_out)
+            b.store(loaded, out, align=self.dst_t.size)
+
+    def _second_column(self, k: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Column k + 1 where it is inside the block (else k, whose values the caller
+        replaces by zeros), and whether it is inside."""
+        b = self.b
+        following = b.add(k, const(1))
+        inside = b.icmp_signed("<", following, as_value(b, self.cols))
+        return b.select(inside, following, k), inside
+
+    def interleave_vectors(self, first_row: ir.Value, k: ir.Value, dst: ir.Value,
+                           valid: ir.Value) -> None:  # fmt: skip
+        """One VNNI pair row from columns k and k + 1 with (masked) vector loads, half a
+        register of rows at a time."""
+        b, lanes = self.b, self.e.state.target.lanes(ScalarType.F32)
+        second, inside = self._second_column(k)
+        for v in range(0, self.panel, lanes):
+            width = min(lanes, self.panel - v)
+            half = vec.vector_type(I16, width)
+            mask = vec.dynamic_mask(b, width, v, valid)
+            row = b.add(first_row, const(v))
+            low = vec.load(b, half, self.source_column(row, k), mask, 2)
+            high = vec.load(b, half, self.source_column(row, second), mask, 2)
+            high = b.select(inside, high, vec.zeros(half))
+            order = [i // 2 + (width if i % 2 else 0) for i in range(2 * width)]
+            pairs = b.shuffle_vector(low, high, ir.Constant(vec.vector_type(I32, 2 * width), order))
+            b.store(pairs, element_ptr(b, dst, self.dst_t, 2 * v), align=2)
+
+    def interleave_elements(self, first_row: ir.Value, k: ir.Value, dst: ir.Value,
+                            valid: ir.Value) -> None:  # fmt: skip
+        """One VNNI pair row element by element (rows of op(X) apart in memory)."""
+        b = self.b
+        second, inside = self._second_column(k)
+        rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
+        zero = ir.Constant(I16, 0)
+        with for_range(b, 0, rows, name="row") as i:
+            row = b.add(first_row, i)
+            low = b.load(self.source_column(row, k), typ=I16)
+            high = b.select(inside, b.load(self.source_column(row, second), typ=I16), zero)
+            at = b.mul(i, const(2))
+            b.store(low, element_ptr(b, dst, self.dst_t, at))
+            b.store(high, element_ptr(b, dst, self.dst_t, b.add(at, const(1))))
+        with for_range(b, rows, self.panel, name="pad") as i:
+            b.store(ir.Constant(I32, 0), element_ptr(b, dst, self.dst_t, b.mul(i, const(2))))
 
     def copy_panel_elements(self, first_row: ir.Value, first_col: Dim, valid: ir.Value) -> None:
         with for_range(self.b, first_col, self.cols, name="k") as k:
@@ -167,9 +245,12 @@ class _PackedBlock:
         rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
         with for_range(b, 0, rows, name="row") as i:
             ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
-            value = convert(b, load_scalar(b, ptr, self.src_t), self.src_t, self.dst_t)
+            if self.src_t == self.dst_t:
+                value = b.load(ptr, typ=memory_type(self.src_t))
+            else:
+                value = convert(b, load_scalar(b, ptr, self.src_t), self.src_t, self.dst_t)
             b.store(value, element_ptr(b, dst, self.dst_t, i))
-        zero = ir.Constant(register_type(self.dst_t), 0)
+        zero = ir.Constant(memory_type(self.dst_t), 0)
         with for_range(b, rows, self.panel, name="pad") as i:
             b.store(zero, element_ptr(b, dst, self.dst_t, i))
 
