@@ -52,6 +52,7 @@ from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
+MAX_KC = 512  # nanokernel steps of a K block
 B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
 L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
@@ -75,12 +76,20 @@ def blocking(
     together, so the B panel stays there for the next row of tiles (196x256x2304 and
     784x128x1152 ran 1.04-1.05x faster than in blocks only the B panel's half of L1 bounds).
     A K one block covers stays whole: two blocks pass over C twice (3136x64x256 ran 1.06x
-    slower in two)."""
+    slower in two).
+
+    bf16 packs (VNNI pairs) take K blocks twice as deep, each nanokernel step a K pair: at
+    twice the flop rate, C's passes cost twice as much, and A's VNNI panels stream from L2
+    past a B panel that keeps most of L1 (512x1024x1024: kc 1024 ran 1.06x faster than 512;
+    512x2048x2048: 1.06x)."""
     size = element.size
-    kc = max(64, min(512, target.l1_bytes // 2 // (tile.nr * size)) // 8 * 8)
+    pairs = element is ScalarType.BF16
+    deepest = 2 * MAX_KC if pairs else MAX_KC
+    budget = target.l1_bytes * (L1_SHARE_OF_PANELS if pairs else 0.5)
+    kc = max(64, min(deepest, int(budget) // (tile.nr * size)) // 8 * 8)
     if k is not None and k > kc:
         panels = int(target.l1_bytes * L1_SHARE_OF_PANELS) // ((tile.mr + tile.nr) * size)
-        blocks = -(-k // max(64, min(kc, panels)))
+        blocks = -(-k // max(64, kc if pairs else min(kc, panels)))
         kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)

@@ -334,6 +334,25 @@ def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
         assert loop.stack_accesses() == []
 
 
+def test_whole_panels_pack_without_masks() -> None:
+    """A pack copies a whole panel (kb rows of B, known only at run time) with unmasked
+    vectors: the masks of a panel of over eight vectors would not fit the k registers and
+    were reloaded from the stack for every vector."""
+    a, c = "memref<bf16x?x?>", "memref<f32x?x?>"
+    text = f"""func @k(%A: {a}, %B: {a}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {a}, f32, {c}
+}}"""
+    copies = [
+        loop
+        for loop in asm.hot_loops(assembly(text, "avx512"), "k", "vmovups")
+        if loop.count("vmovups") >= 16 and not loop.count("vdpbf16ps")
+    ]
+    assert any(
+        loop.stack_accesses() == [] and not any("{%k" in i for i in loop.instructions)
+        for loop in copies
+    )
+
+
 def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
     """Without bf16 dot products, bf16 operands are widened to f32 and multiplied with FMAs."""
     code = assembly(bf16_gemm(64, 64, 256), "avx2")

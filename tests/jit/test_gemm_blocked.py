@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, blocking
+from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, MAX_KC, blocking
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import get
 
@@ -151,6 +151,20 @@ def test_static_k_splits_into_equal_blocks_whose_panels_fit_l1() -> None:
         assert kc <= widest and kc % 8 == 0
         assert k - (blocks - 1) * kc > kc - 8 * blocks  # equal blocks, no short remainder
         assert (tile.mr + tile.nr) * (kc - 8) * 4 <= avx512.l1_bytes * L1_SHARE_OF_PANELS
+
+
+def test_bf16_pairs_take_k_blocks_twice_as_deep() -> None:
+    """Packs of bf16 pairs: a K block holds twice the steps of an f32 one (each step a K
+    pair), a K of 1024 stays one block and a longer one splits into equal blocks, and the
+    A block still fits half of L2."""
+    avx512, tile = get("avx512"), RegisterTile(2, 13, 16)
+    f32 = blocking(avx512, ScalarType.F32, tile)
+    pairs = blocking(avx512, ScalarType.BF16, tile)
+    assert pairs.kc == 2 * MAX_KC > f32.kc
+    assert blocking(avx512, ScalarType.BF16, tile, 1024).kc == 1024
+    assert blocking(avx512, ScalarType.BF16, tile, 2048).kc == 1024
+    assert blocking(avx512, ScalarType.BF16, tile, 1201).kc == 608
+    assert pairs.mc * pairs.kc * 2 <= avx512.l2_bytes // 2
 
 
 @pytest.mark.parametrize("shapes", [("611x467", "467x601", "611x601"), ("?x?",) * 3], ids=str)

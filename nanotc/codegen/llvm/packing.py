@@ -84,8 +84,7 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
         if x.row_stride == 1:
-            with for_range(b, 0, x.cols, name="k") as k:
-                x.copy_vectors(x.source_column(first_row, k), x.target_column(first_row, k), valid)
+            x.copy_columns(first_row, valid)
         elif x.transposes_by_vectors():
             whole = b.icmp_signed(">=", valid, const(inst.panel))
             with b.if_else(whole, likely=True) as (full, partial):
@@ -144,12 +143,29 @@ class _PackedBlock:
         offset = b.add(b.mul(first_row, as_value(b, self.cols)), b.mul(k, const(self.panel)))
         return element_ptr(b, self.target.ptr, self.dst_t, offset)
 
-    def copy_vectors(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
+    def copy_columns(self, first_row: ir.Value, valid: ir.Value) -> None:
+        """The panel's columns by vectors: unmasked where the panel is whole (more than
+        eight masks of a tall panel, a B panel of kc rows, would not stay in k registers)."""
+        b = self.b
+
+        def columns(rows: ir.Value | None) -> None:
+            with for_range(b, 0, self.cols, name="k") as k:
+                src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
+                self.copy_vectors(src, dst, rows)
+
+        whole = b.icmp_signed(">=", valid, const(self.panel))
+        with b.if_else(whole, likely=True) as (full, partial):
+            with full:
+                columns(None)
+            with partial:
+                columns(valid)
+
+    def copy_vectors(self, src: ir.Value, dst: ir.Value, valid: ir.Value | None) -> None:
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
         for v in range(0, self.panel, lanes):
             width = min(lanes, self.panel - v)
             t_out = vec.vector_type(register_type(self.dst_t), width)
-            mask = vec.dynamic_mask(b, width, v, valid)
+            mask = None if valid is None else vec.dynamic_mask(b, width, v, valid)
             ptr = element_ptr(b, src, self.src_t, v)
             loaded = vec.load(b, vec.memory_vector(self.src_t, width), ptr, mask, self.src_t.size)
             out = element_ptr(b, dst, self.dst_t, v)
