@@ -1,6 +1,7 @@
 """Batch-reduce loops of small bf16 gemms on AMX (`tile.amx_batch_gemm`): C += alpha * sum of
 op(A_b) op(B_b) with every accumulator of C in a tile register across the loop; the loops
-that keep one gemm per iteration instead; results against float64 products."""
+that keep one gemm per iteration instead; the same loops on vdpbf16ps (`tile.batch_gemm`);
+results against float64 products."""
 
 from __future__ import annotations
 
@@ -55,8 +56,23 @@ def test_batch_reduce_keeps_c_in_tiles(shape: tuple[int, int, int], trans: str, 
     # C is loaded before the loop and stored after it; no tile goes through the stack
     assert not any(i.startswith("tilestored") for i in batch.instructions)
     assert batch.count("ldtilecfg") == 0
-    if not AMX_HOST:
-        return
+    if AMX_HOST:
+        check_batch_reduce(nanotc.compile(text), shape, trans, alpha, rng)
+
+
+@pytest.mark.parametrize(("shape", "trans", "alpha"), CASES, ids=str)
+def test_batch_reduce_on_vdpbf16ps(shape: tuple[int, int, int], trans: str, alpha: float,
+                                   rng) -> None:  # fmt: skip
+    """Without AMX (AVX512-BF16), the same loops keep C in vector registers across the batch
+    (`tile.batch_gemm`, vdpbf16ps nanokernels)."""
+    compilation = nanotc.compile(batch_reduce(*shape, *trans), target="avx512")
+    assert "tile.batch_gemm" in compilation.tiled()
+    check_batch_reduce(compilation, shape, trans, alpha, rng)
+
+
+def check_batch_reduce(compilation: nanotc.Compilation, shape: tuple[int, int, int],
+                       trans: str, alpha: float, rng) -> None:  # fmt: skip
+    """Results against float64 for batches of 0, 1, 2 and 9 members."""
     m, n, k = shape
     for count in (0, 1, 2, 9):
         a_shape = ((k, m) if trans[0] == "t" else (m, k)) + (count,)
@@ -69,7 +85,7 @@ def test_batch_reduce_keeps_c_in_tiles(shape: tuple[int, int, int], trans: str, 
         y = y.transpose(1, 0, 2) if trans[1] == "t" else y
         want = c + alpha * np.einsum("mki,kni->mn", x, y)
         bound = np.abs(c) + abs(alpha) * np.einsum("mki,kni->mn", np.abs(x), np.abs(y))
-        nanotc.compile(text)["k"](a, b, c, np.float32(alpha), group_size=1)
+        compilation["k"](a, b, c, np.float32(alpha), group_size=1)
         assert np.all(np.abs(c - want) <= 4e-7 * (np.sqrt(k * max(count, 1)) + 4) * bound + 1e-30)
 
 

@@ -188,7 +188,7 @@ class NanokernelEmitter:
             for j in range(p.columns)
         ]
         pairs = _PairLoads(b, p, self.a_masks, a_base, a.stride[a_k], bm.stride[b_k])
-        pairs.packed = bool(self.inst.pairs)
+        pairs.packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = [pairs.a_pairs(k, v, second) for v in range(p.vectors)]
