@@ -142,6 +142,7 @@ def repeat(run: Callable[[], object]) -> Callable[[int], None]:
 
 
 SETTLE_SECONDS = 0.4  # pause before a timed call on several threads (see compare)
+WARM_SECONDS = 0.02  # untimed calls after that pause, before the timed one
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,10 @@ def compare(
     previous contender's library busy-wait for a while after its call returns and would take
     a core from this one (right after numpy's OpenBLAS on two threads, nanotc's W1 at
     n = 1024 ran at half its rate after pauses of up to 0.1 s, at 0.7-0.9 of it after
-    0.3-1 s)."""
+    0.3-1 s). After that pause the contender's untimed calls go on for WARM_SECONDS: the
+    cores of this shared machine's virtual CPUs come back from the pause slowly (nanotc's
+    two-thread MLP layer took 2.2-3.8 ms per call for the first 10 ms after it, 1.4 ms after
+    20 ms of calls; one thread 3.25 ms for the first call, 2.8 after it)."""
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must differ: {names}")
@@ -228,13 +232,21 @@ def _rounds(
         for i in order:
             if settle:
                 time.sleep(settle)
-            contenders[i].call(reps[i])
+            _warm_up(contenders[i].call, reps[i], WARM_SECONDS if settle else 0.0)
             seconds, wall = _timed_call(contenders[i].call, reps[i])
             samples[i].append(seconds / reps[i])
             spent += wall
         if spent > settings.budget * len(contenders):
             break
     return samples
+
+
+def _warm_up(call: Callable[[int], float | None], reps: int, seconds: float) -> None:
+    """Untimed calls for at least `seconds` (at least one)."""
+    end = time.perf_counter() + seconds
+    call(reps)
+    while time.perf_counter() < end:
+        call(reps)
 
 
 # --- correctness ---------------------------------------------------------------------------------

@@ -181,6 +181,7 @@ def test_each_timed_call_follows_a_warm_call_and_on_threads_a_pause(monkeypatch)
     on two threads a pause comes first (another library's workers stop busy-waiting)."""
     pauses: list[float] = []
     monkeypatch.setattr(harness.time, "sleep", pauses.append)
+    monkeypatch.setattr(harness, "WARM_SECONDS", 0.0)  # one warm call (see the next test)
     settings = Settings(warmup=1, repeats=3, budget=100.0)
     for threads, expected_pauses in ((2, [harness.SETTLE_SECONDS] * 9), (1, [])):
         log: list[tuple[str, int]] = []
@@ -190,6 +191,22 @@ def test_each_timed_call_follows_a_warm_call_and_on_threads_a_pause(monkeypatch)
         assert len(calls) == 2 * len(NAMES) * settings.repeats
         assert all(calls[i] == calls[i + 1] for i in range(0, len(calls), 2))  # warm, timed
         assert pauses == expected_pauses
+
+
+def test_warm_up_calls_go_on_for_the_given_time() -> None:
+    """After a pause the untimed calls before a timed one last at least WARM_SECONDS (cores
+    come back from idle slowly); with no time given there is still one."""
+    stamps: list[float] = []
+
+    def call(reps: int) -> None:
+        stamps.append(time.perf_counter())
+
+    start = time.perf_counter()
+    harness._warm_up(call, 1, 0.01)
+    assert len(stamps) > 1 and time.perf_counter() - start >= 0.01
+    stamps.clear()
+    harness._warm_up(call, 1, 0.0)
+    assert len(stamps) == 1
 
 
 def test_calibration_is_not_set_by_one_slow_call() -> None:
