@@ -40,6 +40,7 @@ from nanotc.lowering.choices import (
     register_tile_for,
     signature,
 )
+from nanotc.lowering.gemm_pairs import dot_pairs, pair_panel
 from nanotc.lowering.gemm_tiles import (
     Index,
     epilogue_registers,
@@ -144,7 +145,7 @@ def tile_gemm_blocked(
     sig = signature(g, BLOCKED, (m, n, k), reserved)
     # blocks have any size, so the model assumes large (dynamic) extents
     tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
-    pairs = packs_pairs(g, target)
+    pairs = dot_pairs(g, target)
     packed = packed_element(g, target)
     override = blocking_override(options, sig, tile)
     blocks = Blocking(*override) if override else blocking(target, packed, tile, k)
@@ -180,15 +181,8 @@ def tile_gemm_blocked(
 
 
 def packed_element(g: Gemm, target: Target) -> ScalarType:
-    """What the packs hold: bf16 pairs (`packs_pairs`), else C's type."""
-    return ScalarType.BF16 if packs_pairs(g, target) else g.c.type.element
-
-
-def packs_pairs(g: Gemm, target: Target) -> bool:
-    """bf16 A and B into an f32 C on a target whose vdpbf16ps outruns FMAs: the packs keep
-    bf16, A in VNNI pairs."""
-    bf16 = g.a.type.element is g.b.type.element is ScalarType.BF16
-    return bf16 and g.c.type.element is ScalarType.F32 and target.bf16_gemm_by_dot
+    """What the packs hold: bf16 pairs (`dot_pairs`), else C's type."""
+    return ScalarType.BF16 if dot_pairs(g, target) else g.c.type.element
 
 
 def blocked_reserved(g: Gemm) -> int:
@@ -276,9 +270,7 @@ class _Panels:
         """op(A)'s VNNI panel (2 mr x K pairs) and op(B)'s kb x nr columns (stride kc)."""
         assert self.pairs_of is not None
         k_pairs = b.index(BinaryOp.DIV, b.index(BinaryOp.ADD, self.kb, 1), 2)
-        width = 2 * self.tile.mr
-        a_start = b.index(BinaryOp.MUL, row, b.index(BinaryOp.MUL, k_pairs, 2))
-        a = self._panel(b, self.a_pack, a_start, width, k_pairs)
+        a = pair_panel(b, self.a_pack, row, k_pairs, self.tile.mr)
         kc = self.pairs_of
         columns = self._panel(b, self.b_pack, b.index(BinaryOp.MUL, col, kc), kc, nr)
         return a, b.subview(columns, [0, 0], [self.kb, nr])

@@ -26,6 +26,7 @@ from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
 from nanotc.lowering.choices import signature as gemm_signature
+from nanotc.lowering.gemm_pairs import packs_a_pairs, tiles_on_pairs
 from nanotc.lowering.register_tile import RegisterTile, choose
 from nanotc.targets import Target
 
@@ -81,6 +82,11 @@ def tile_gemm(
     dots = dot_rows(g, target)
     if not dots:
         tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
+        if packs_a_pairs(g, target, tile, extents):
+            m, n, k = extents
+            assert m is not None and n is not None and k is not None
+            cover = lambda b, micro: tile_block(b, tile, m, n, micro)  # noqa: E731
+            return tiles_on_pairs(g, tile, (m, n, k), cover)
         return tile_output(g.c, extents, target, micro, reserved, tile)
     m, n, k = extents
     assert m is not None and n is not None and k is not None  # dot_rows takes static ones

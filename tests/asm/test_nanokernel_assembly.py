@@ -334,6 +334,17 @@ def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
         assert loop.stack_accesses() == []
 
 
+def test_packed_pairs_leave_the_k_loop_without_shuffles() -> None:
+    """A 64^3 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps on
+    zmm, no interleaving shuffle and no spill (before, each K pair took four vpermt2w)."""
+    loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 64), "avx512"), "k", "vdpbf16ps")
+    assert loops
+    for loop in loops:
+        assert not [i for i in loop.instructions if i.startswith(("vperm", "vpunpck", "vpshuf"))]
+        assert all("%zmm" in i for i in loop.instructions if i.startswith("vdpbf16ps"))
+        assert loop.stack_accesses() == []
+
+
 def test_whole_panels_pack_without_masks() -> None:
     """A pack copies a whole panel (kb rows of B, known only at run time) with unmasked
     vectors: the masks of a panel of over eight vectors would not fit the k registers and

@@ -1,0 +1,87 @@
+"""bf16 gemms on AVX512-BF16 whose op(A) is packed once into VNNI pairs (`tile.pack.pairs`)
+before C's register tiles read it (`tile.gemm.pairs`): which gemms take the pack, and their
+results against float64 on the same bf16 values (f32 accumulation) for transposes, odd K,
+M tails, general alpha and beta, and a loop over batch members."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from .helpers import compiled
+
+BF16 = ml_dtypes.bfloat16
+
+
+def gemm_text(m: int, n: int, k: int, ta: str, tb: str) -> str:
+    a = f"memref<bf16x{k}x{m}>" if ta == "t" else f"memref<bf16x{m}x{k}>"
+    b = f"memref<bf16x{n}x{k}>" if tb == "t" else f"memref<bf16x{k}x{n}>"
+    c = f"memref<f32x{m}x{n}>"
+    return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
+  gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
+def check(got: np.ndarray, want: np.ndarray, bound: np.ndarray, k: int) -> None:
+    eps = float(np.finfo(np.float32).eps)
+    assert np.all(np.abs(got - want) <= 4 * eps * (np.sqrt(k) + 4) * bound + 1e-30)
+
+
+@pytest.mark.parametrize(("shape", "packed"), [
+    ((64, 64, 64), True),  # 11 columns of 64 x 6 tiles
+    ((32, 32, 32), True),
+    ((35, 9, 35), False),  # two columns of tiles: the pack costs more than it saves
+    ((16, 16, 16), False),  # one
+], ids=str)  # fmt: skip
+def test_a_is_packed_where_c_has_three_columns_of_tiles(shape, packed: bool) -> None:
+    tiled = compiled(gemm_text(*shape, "n", "n"), "avx512").tiled()
+    assert ("tile.pack.n.pairs" in tiled) is packed
+    assert ("tile.gemm.n.n.pairs" in tiled) is packed
+
+
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize("shape", [(64, 64, 64), (33, 50, 17), (70, 40, 1)], ids=str)
+def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: str, rng) -> None:
+    """Odd K pads the last pair with zeros; 33 and 70 rows leave a partial panel whose
+    padding rows are zero; a transposed A is interleaved element by element."""
+    m, n, k = shape
+    compilation = compiled(gemm_text(m, n, k, ta, tb), "avx512")
+    assert f"tile.pack.{ta}.pairs" in compilation.tiled()
+    a = np.asfortranarray(rng.uniform(-1, 1, (k, m) if ta == "t" else (m, k))).astype(BF16)
+    b = np.asfortranarray(rng.uniform(-1, 1, (n, k) if tb == "t" else (k, n))).astype(BF16)
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
+    x = a.astype(np.float64).T if ta == "t" else a.astype(np.float64)
+    y = b.astype(np.float64).T if tb == "t" else b.astype(np.float64)
+    want = -0.5 * c + 1.5 * (x @ y)
+    bound = 0.5 * np.abs(c) + 1.5 * (np.abs(x) @ np.abs(y))
+    compilation["k"](1.5, a, b, -0.5, c, group_size=1)
+    check(c, want, bound, k)
+
+
+def test_batch_members_each_pack_their_own_a(rng) -> None:
+    """W4's batched form: every member's A is packed before its tiles, C_i += A_i B_i."""
+    m, n, k, batch = 48, 40, 23, 5
+    a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
+                     (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
+    am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
+    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  %count = size %C[2] : {c_t}
+  for %i = 0, %count {{
+    %a = subview %A[:,:,%i] : {a_t}
+    %b = subview %B[:,:,%i] : {b_t}
+    %c = subview %C[:,:,%i] : {c_t}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
+  }}
+}}""", "avx512")  # fmt: skip
+    assert "tile.pack.n.pairs" in compilation.tiled()
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch))).astype(BF16)
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch))).astype(BF16)
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch))).astype(np.float32)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    want = c + np.einsum("mki,kni->mni", x, y)
+    bound = np.abs(c) + np.einsum("mki,kni->mni", np.abs(x), np.abs(y))
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, bound, k)
