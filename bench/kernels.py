@@ -168,13 +168,15 @@ SLICED_OPS = tuple(_SLICED)
 
 
 def sliced(op: str, dtype: str) -> str:
-    """W5: `op` (one of SLICED_OPS) on work-group g's slice of its operands, %reps times."""
+    """W5: `op` (one of SLICED_OPS) on work-group g's slice of its operands, %reps times.
+    The slices are taken inside the loop: a loop of gers into one C taken outside it is a
+    batch-reduce, which nanotc runs as one rank-%reps update (C moved once for all %reps)."""
     arguments, (split, dim), slices, instruction = _SLICED[op]
     types = {1: memref(dtype, "?"), 2: memref(dtype, "?", "?")}
     params = ", ".join(f"%{name}: {types[rank]}" for name, rank in arguments)
     rank_of = dict(arguments)
     views = "".join(
-        f"    %{view} = subview %{source}[{index}] : {types[rank_of[source]]}\n"
+        f"        %{view} = subview %{source}[{index}] : {types[rank_of[source]]}\n"
         for view, source, index in slices
     )
     body = instruction.format(t=dtype, v=memref(dtype, "?"), m=f"memref<{dtype}x?x?,strided<1,?>>")
@@ -185,8 +187,8 @@ func @w5({params}, %reps: index) {{
     %extent = size %{split}[{dim}] : {types[rank_of[split]]}
     %per = arith.div %extent, %groups : index
     %lo = arith.mul %g, %per : index
-{views}    for %r = 0, %reps {{
-        {body}
+    for %r = 0, %reps {{
+{views}        {body}
     }}
 }}
 """

@@ -112,6 +112,55 @@ def test_gemv_n_streams_columns_where_they_are_contiguous() -> None:
     assert "gemv.n" not in small and "tile.gemm" in small
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_ger_at_every_boundary(ty: str, target: str, rng) -> None:
+    """ger as scaled copies of x down C's columns: rows around the vector lanes, no column at
+    all too, beta 0 (C is NaN and must not be read), 1 and other, C a block of a larger
+    matrix (its columns apart) and y strided."""
+    dtype = DTYPES[ty]
+    v, m_t = f"memref<{ty}x?>", f"memref<{ty}x?x?,strided<1,?>>"
+    text = (f"func @g(%x: {v}, %y: memref<{ty}x?,strided<?>>, %c: {m_t}, %beta: {ty}) {{\n"
+            f"  ger 2.0, %x, %y, %beta, %c : {ty}, {v}, memref<{ty}x?,strided<?>>, {ty}, {m_t}\n}}")  # fmt: skip
+    compilation = compiled(text, target)
+    assert "tile.gemm" not in compilation.tiled()
+    for m in LENGTHS[1::4]:
+        for n in (0, 1, 5):
+            x = rng.uniform(-1, 1, m).astype(dtype)
+            y = rng.uniform(-1, 1, 2 * n).astype(dtype)[::2]
+            for beta in (0.0, 1.0, -0.5):
+                big = np.asfortranarray(rng.uniform(-1, 1, (m + 3, n)).astype(dtype))
+                c = big[1 : m + 1]
+                if not beta:
+                    c[...] = np.nan
+                outside = big[[0, m + 1, m + 2]].copy()
+                before = c.astype(np.float64) if beta else np.zeros((m, n))
+                expected = 2.0 * np.outer(x, y) + beta * before
+                compilation["g"](x, y, c, dtype(beta), group_size=1)
+                bound = 2.0 * np.abs(np.outer(x, y)) + abs(beta * before)
+                assert np.all(np.abs(c - expected) <= _tolerance(dtype, bound, 1)), (m, n)
+                np.testing.assert_array_equal(big[[0, m + 1, m + 2]], outside)
+
+
+def test_ger_streams_columns_unless_small_or_reduced() -> None:
+    """A ger whose C does not fit L1 runs as one pass down each column of C; a small static
+    one, and one that ends a batch-reduce loop (a rank-k update), run on the nanokernels."""
+
+    def tiled(c: str, loop: bool = False) -> str:
+        v = "memref<f32x?>"
+        ger = f"ger 1.0, %x, %y, 1.0, %c : f32, {v}, {v}, f32, {c}"
+        body = f"for %r = 0, %n {{\n    {ger}\n  }}" if loop else ger
+        text = f"func @g(%x: {v}, %y: {v}, %c: {c}, %n: index) {{\n  {body}\n}}"
+        return nanotc.compile(text, target="avx512").tiled()
+
+    streamed = tiled("memref<f32x?x?>")
+    assert "ger " in streamed and "tile.gemm" not in streamed
+    small = tiled("memref<f32x32x32>")
+    assert "ger " not in small and "tile.gemm" in small
+    reduced = tiled("memref<f32x?x?>", loop=True)
+    assert "ger " not in reduced and "tile.batch_gemm" in reduced
+
+
 def _placed(values: np.ndarray, offset_bytes: int) -> np.ndarray:
     """A copy of a vector or column-major matrix whose data starts `offset_bytes` past a
     64-byte line (not a multiple of the element size when odd: an unaligned array)."""
@@ -127,6 +176,7 @@ ELEMENTWISE = {
     "axpby": ("%a, %y", "axpby.n 2.0, %a, 0.5, %y : {t}, {v}, {t}, {v}"),
     "hadamard": ("%a, %x, %y", "hadamard 2.0, %a, %x, 0.5, %y : {t}, {v}, {v}, {t}, {v}"),
     "gemv.n": ("%a, %x, %y", "gemv.n 2.0, %a, %x, 0.5, %y : {t}, {m}, {v}, {t}, {v}"),
+    "ger": ("%x, %y, %a", "ger 2.0, %x, %y, 0.5, %a : {t}, {v}, {v}, {t}, {m}"),
 }
 
 
@@ -136,29 +186,33 @@ ELEMENTWISE = {
 def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
     op: str, ty: str, target: str, rng
 ) -> None:
-    """axpby, hadamard and gemv.n peel the elements before their stream's first vector
+    """axpby, hadamard, gemv.n and ger peel the elements before their stream's first vector
     boundary: at every element offset in a cache line, and at an odd byte offset (no
     peel), the result is that of the operands at a line boundary, and matches numpy."""
     args, instruction = ELEMENTWISE[op]
     v, m = f"memref<{ty}x?>", f"memref<{ty}x?x?>"
     names = args.replace("%", "").split(", ")
-    types = {"a": m if op == "gemv.n" else v, "x": v, "y": v}
+    matrix = op in ("gemv.n", "ger")
+    output = "a" if op == "ger" else "y"
+    types = {"a": m if matrix else v, "x": v, "y": v}
     params = ", ".join(f"%{n}: {types[n]}" for n in names)
     text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m)}\n}}"
     kernel = compiled(text, target)["k"]
     dtype = ELEMENT_DTYPES[ty]
     size = np.dtype(dtype).itemsize
     for rows in (5, 67, 300):
-        matrix = op == "gemv.n"
-        shapes = {"a": (rows, 9) if matrix else (rows,), "x": (9,) if matrix else (rows,)}
-        shapes["y"] = (rows,)
+        shapes = {"a": (rows, 9) if matrix else (rows,), "x": (rows,), "y": (rows,)}
+        if op == "gemv.n":
+            shapes["x"] = (9,)
+        elif op == "ger":
+            shapes["y"] = (9,)
         values = {n: rng.uniform(-1, 1, shapes[n]).astype(dtype) for n in names}
         offsets = [*range(0, 64, size), 1]
         results = []
         for offset in offsets:
             placed = {n: _placed(values[n], offset) for n in names}
             kernel(*placed.values(), group_size=1)
-            results.append(placed["y"].copy())
+            results.append(placed[output].copy())
         for offset, result in zip(offsets, results):
             np.testing.assert_array_equal(result, results[0], err_msg=f"{rows} rows at +{offset}")
         wide = {n: values[n].astype(np.float64) for n in names}
@@ -166,6 +220,8 @@ def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
             expected = 2.0 * wide["a"] + 0.5 * wide["y"]
         elif op == "hadamard":
             expected = 2.0 * wide["a"] * wide["x"] + 0.5 * wide["y"]
+        elif op == "ger":
+            expected = 2.0 * np.outer(wide["x"], wide["y"]) + 0.5 * wide["a"]
         else:
             expected = 2.0 * wide["a"] @ wide["x"] + 0.5 * wide["y"]
         tolerance = 1e-2 if ty == "bf16" else 1e-5

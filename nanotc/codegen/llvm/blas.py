@@ -142,8 +142,12 @@ def _ger(e: FunctionEmitter, inst: Ger) -> None:
     y: MemrefValue = e.value(inst.b)
     out: MemrefValue = e.value(inst.c)
     b = e.b
+    vectorised = blas_vector.applies(inst, [(out, 0), (x, 0)])
 
     def nest(u: OutputUpdate) -> None:
+        if vectorised:
+            blas_vector.ger(e, x, y, out, u)
+            return
         ct = u.compute
         with for_range(b, 0, out.shape[1], name="j") as j:
             yj = read(b, y, [j], ct)

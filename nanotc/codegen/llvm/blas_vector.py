@@ -1,4 +1,4 @@
-"""Vectorised axpby, hadamard, sum, gemv.t and gemv.n: memory-bound instructions as loops
+"""Vectorised axpby, hadamard, sum, gemv.t, gemv.n and ger: memory-bound instructions as loops
 over full target vectors along the contiguous mode, with one masked vector for the remainder.
 
 They apply when the compute type is f32 or f64, every element type a float (16-bit ones are
@@ -6,7 +6,8 @@ widened on load and rounded on store), the update is not atomic, and every opera
 contiguous along the vectorised mode; otherwise the plain loop nests of `blas` run.
 Reductions (sum, gemv.t) accumulate CHAINS vectors of partial sums and add them and their
 lanes at the end, so their rounding differs from a sequential sum (as BLAS
-implementations' does). gemv.n runs as axpys down A's columns, accumulating into c.
+implementations' does). gemv.n runs as axpys down A's columns, accumulating into c; ger as
+scaled copies of x down C's columns.
 
 The element-wise loops (axpby, hadamard, gemv.n) over long or dynamic extents first peel
 one masked vector of the elements before the main streamed operand's next boundary of a
@@ -364,6 +365,23 @@ def gemv_n(
         )
     with for_range(b, blocked, columns, name="k1") as k:
         _axpy_columns(e, v, a, x, out, u, [k])
+
+
+def ger(
+    e: FunctionEmitter, x: MemrefValue, y: MemrefValue, out: MemrefValue, u: OutputUpdate
+) -> None:
+    """C := alpha x y^T + beta C as one pass down each column of C, so C streams from memory
+    in its own order, read and written once, while x stays in L1 or L2 (the order of BLAS
+    ger kernels)."""
+    v, b = VectorLoops(e, u.compute), e.b
+    with for_range(b, 0, out.shape[1], name="j") as j:
+        column = _column(e, out, j)
+        scale = vec.splat(b, read(b, y, [j], u.compute), v.lanes)
+
+        def rows(i: ir.Value, mask: ir.Value | None, column: MemrefValue = column) -> None:
+            v.write(u, column, i, b.fmul(v.load(x, i, mask), scale), mask)
+
+        v.each(out.shape[0], rows, v.lead(out.shape[0], column))
 
 
 def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefValue,
