@@ -364,6 +364,15 @@ def test_whole_panels_pack_without_masks() -> None:
     )
 
 
+def test_short_bf16_tiles_dot_in_narrower_whole_vectors() -> None:
+    """bf16 8 x 8 x 8 on AVX512-BF16: vdpbf16ps on ymm, no lane masks and nothing spilled
+    (as zmm with half the lanes masked it ran 0.81x as fast)."""
+    code = assembly(bf16_gemm(8, 8, 8), "avx512")
+    dots = [line for line in code.splitlines() if "vdpbf16ps" in line]
+    assert dots and all("%ymm" in line and "%zmm" not in line for line in dots)
+    assert "{%k" not in code and "(%rsp)" not in "".join(dots)
+
+
 def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
     """Without bf16 dot products, bf16 operands are widened to f32 and multiplied with FMAs."""
     code = assembly(bf16_gemm(64, 64, 256), "avx2")
