@@ -174,8 +174,8 @@ def tile_gemm_blocked(
                 mb = block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, pairs=pairs, source=g.a, row=ic, col=pc,
                           rows=mb, cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
-                panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc), beta)
-                panels.pairs_of = kc if pairs else None
+                panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc), beta,
+                                 kc if pairs else None)  # fmt: skip
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
 
@@ -232,13 +232,14 @@ class _Panels:
     """Makes the nanokernel of one register tile read packed panels."""
 
     def __init__(self, g: Gemm, tile: RegisterTile, packs: tuple[Value, Value], kb: Value,
-                 corner: tuple[Value, Value], beta: Value):  # fmt: skip
+                 corner: tuple[Value, Value], beta: Value,
+                 pairs_of: int | None = None):  # fmt: skip
         self.g, self.tile = g, tile
         self.a_pack, self.b_pack = packs
         self.kb = kb
         self.ic, self.jc = corner
         self.beta = beta
-        self.pairs_of: int | None = None  # the B panel's rows where the packs hold pairs
+        self.pairs_of = pairs_of  # the B panel's rows where the packs hold pairs
 
     def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
         c = b.subview(

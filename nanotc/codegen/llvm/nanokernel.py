@@ -187,8 +187,8 @@ class NanokernelEmitter:
             element_ptr(b, b_origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
             for j in range(p.columns)
         ]
-        pairs = _PairLoads(b, p, self.a_masks, a_base, a.stride[a_k], bm.stride[b_k])
-        pairs.packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
+        packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
+        pairs = _PairLoads(b, p, self.a_masks, (a_base, packed), a.stride[a_k], bm.stride[b_k])
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = [pairs.a_pairs(k, v, second) for v in range(p.vectors)]
@@ -421,11 +421,12 @@ class _PairLoads:
     """Loads of bf16 pairs along K for the dot-product nanokernel."""
 
     def __init__(self, b: ir.IRBuilder, p: GemmNanokernel, masks: list[ir.Value | None],
-                 a_base: ir.Value, a_k_stride: Dim, b_k_stride: Dim):  # fmt: skip
+                 a: tuple[ir.Value, bool], a_k_stride: Dim, b_k_stride: Dim):  # fmt: skip
+        """`a`: A's base and whether it is a VNNI panel (its column k / 2 holds the pairs)."""
         self.b, self.p, self.masks = b, p, masks
-        self.a_base, self.a_k_stride, self.b_k_stride = a_base, a_k_stride, b_k_stride
+        self.a_base, self.packed = a
+        self.a_k_stride, self.b_k_stride = a_k_stride, b_k_stride
         self.half = vec.vector_type(I16, p.lanes)
-        self.packed = False  # A is a VNNI panel: its column k / 2 holds the pairs
 
     def a_pairs(self, k: ir.Value, v: int, second: bool) -> ir.Value:
         b, lanes = self.b, self.p.lanes
