@@ -70,6 +70,15 @@ def test_batch_reduce_on_vdpbf16ps(shape: tuple[int, int, int], trans: str, alph
     check_batch_reduce(compilation, shape, trans, alpha, rng)
 
 
+def test_wide_bf16_batch_reduce_packs_each_member_on_vdpbf16ps(rng) -> None:
+    """64 x 64 takes eleven columns of tiles: the loop stays a loop of gemms, each packing
+    its A_k into VNNI pairs once, instead of batch tiles that interleave A_k per column."""
+    compilation = nanotc.compile(batch_reduce(64, 64, 40), target="avx512")
+    tiled = compilation.tiled()
+    assert "tile.batch_gemm" not in tiled and "tile.pack.n.pairs" in tiled
+    check_batch_reduce(compilation, (64, 64, 40), "nn", 1.0, rng)
+
+
 def check_batch_reduce(compilation: nanotc.Compilation, shape: tuple[int, int, int],
                        trans: str, alpha: float, rng) -> None:  # fmt: skip
     """Results against float64 for batches of 0, 1, 2 and 9 members."""
