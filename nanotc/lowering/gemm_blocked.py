@@ -54,6 +54,7 @@ from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
 MAX_KC = 512  # nanokernel steps of a K block
+ONE_BLOCK_OF_N = 1.25  # how far past a B block's columns a static N stays one block
 B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
 L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
@@ -68,7 +69,11 @@ class Blocking:
 
 
 def blocking(
-    target: Target, element: ScalarType, tile: RegisterTile, k: int | None = None
+    target: Target,
+    element: ScalarType,
+    tile: RegisterTile,
+    k: int | None = None,
+    n: int | None = None,
 ) -> Blocking:
     """Block sizes from the caches. A static K that one block does not cover is split into
     equal K blocks, so no block is a short remainder whose nanokernels spend most of their
@@ -82,7 +87,10 @@ def blocking(
     bf16 packs (VNNI pairs) take K blocks twice as deep, each nanokernel step a K pair: at
     twice the flop rate, C's passes cost twice as much, and A's VNNI panels stream from L2
     past a B panel that keeps most of L1 (512x1024x1024: kc 1024 ran 1.06x faster than 512;
-    512x2048x2048: 1.06x)."""
+    512x2048x2048: 1.06x).
+
+    A static N at most a quarter beyond one B block is one block: a block of its last few
+    columns would pack all of A again for them (bf16 512x2048x2048 in 2041 + 7 columns)."""
     size = element.size
     pairs = element is ScalarType.BF16
     deepest = 2 * MAX_KC if pairs else MAX_KC
@@ -94,6 +102,8 @@ def blocking(
         kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
+    if n is not None and nc < n <= nc * ONE_BLOCK_OF_N:
+        nc = -(-n // tile.nr) * tile.nr
     return Blocking(mc, kc, nc)
 
 
@@ -148,7 +158,7 @@ def tile_gemm_blocked(
     pairs = dot_pairs(g, target)
     packed = packed_element(g, target)
     override = blocking_override(options, sig, tile)
-    blocks = Blocking(*override) if override else blocking(target, packed, tile, k)
+    blocks = Blocking(*override) if override else blocking(target, packed, tile, k, n)
     b = Builder(Region())
     extent_m, extent_n, extent_k = extent_values(b, g)
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a

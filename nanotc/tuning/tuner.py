@@ -261,7 +261,7 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         reserved = blocked_reserved(g)
         tile = choose(target, element, None, None, None, reserved)
         packed = packed_element(g, target)
-        blocks = blocking(target, packed, tile, extents[2])
+        blocks = blocking(target, packed, tile, extents[2], extents[1])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
         return Site(signature(g, path, extents, reserved), element, choice, packed)
     elif path in (K_BLOCKS, PANELS):
@@ -303,7 +303,8 @@ def blocking_candidates(
     site: Site, tile: RegisterTile, target: Target
 ) -> list[tuple[int, int, int]]:
     """Block sizes around the analytical ones for `tile`: kc and mc halved and doubled."""
-    base = blocking(target, site.packed or site.element, tile, site.signature.shape[2])
+    shape = site.signature.shape
+    base = blocking(target, site.packed or site.element, tile, shape[2], shape[1])
     out: list[tuple[int, int, int]] = []
     for kc_scale in (1.0, 0.5, 2.0):
         for mc_scale in (1.0, 0.5, 2.0):

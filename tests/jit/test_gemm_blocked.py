@@ -167,6 +167,17 @@ def test_bf16_pairs_take_k_blocks_twice_as_deep() -> None:
     assert pairs.mc * pairs.kc * 2 <= avx512.l2_bytes // 2
 
 
+def test_a_static_n_just_past_one_b_block_stays_one_block() -> None:
+    """bf16 N = 2048 overflows a 4 MiB B block of kc = 1024 by a few columns: one block of
+    2054 (a multiple of nr = 13), not 2041 + 7 that would pack all of A again for 7 columns;
+    an N well past the block still splits."""
+    avx512, tile = get("avx512"), RegisterTile(2, 13, 16)
+    dynamic = blocking(avx512, ScalarType.BF16, tile, 2048).nc
+    assert dynamic < 2048
+    assert blocking(avx512, ScalarType.BF16, tile, 2048, 2048).nc == 2054
+    assert blocking(avx512, ScalarType.BF16, tile, 2048, 4096).nc == dynamic
+
+
 @pytest.mark.parametrize("shapes", [("611x467", "467x601", "611x601"), ("?x?",) * 3], ids=str)
 def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], rng) -> None:
     """The first K block writes C (no zeroing pass before it): a C of NaNs must not leak."""
