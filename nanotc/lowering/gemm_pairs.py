@@ -3,11 +3,11 @@
 `vdpbf16ps` multiplies pairs of K values: lane r of its A operand holds (A[r, k], A[r, k+1]).
 A column-major A keeps the two in different columns, so a nanokernel reading A where it lies
 interleaves them with one shuffle per 16 rows and K pair, and every column of register tiles
-does that again. Where C takes more than one column of tiles, op(A) is packed first into VNNI
-panels of mr rows (`tile.pack.pairs`: each K pair's rows interleaved once, an odd K's last
-pair and the rows past M padded with zeros) and every tile loads its pairs as they are
-(`tile.gemm.pairs`): W4's batched 64^3 ran 1.17-1.2x faster, 32^3 1.05-1.08x. The blocked
-path (`gemm_blocked`) packs its A blocks the same way.
+does that again. Where C takes MIN_COLUMN_TILES or more columns of tiles, op(A) is packed
+first into VNNI panels of mr rows (`tile.pack.pairs`: each K pair's rows interleaved once,
+an odd K's last pair and the rows past M padded with zeros) and every tile loads its pairs
+as they are (`tile.gemm.pairs`): W4's batched 64^3 ran 1.17-1.2x faster, 32^3 1.05-1.08x.
+The blocked path (`gemm_blocked`) packs its A blocks the same way.
 """
 
 from __future__ import annotations

@@ -718,7 +718,6 @@ class _Block:
         the flat-to-VNNI shuffle."""
         b = self.b
         t = vec.vector_type(I16, height)
-        order = [i // 2 + (height if i % 2 else 0) for i in range(2 * height)]
         halves = []
         for half in (0, 1):
             c = as_value(b, add(b, mul(b, p, 2), half))
@@ -728,8 +727,7 @@ class _Block:
                 inside = b.icmp_signed("<", c, self.valid_cols)
                 mask = b.and_(rows, vec.splat(b, inside, height))
             halves.append(vec.load(b, t, self._at(const(0), c), mask, 2))
-        interleave = ir.Constant(vec.vector_type(I32, 2 * height), order)
-        return b.shuffle_vector(halves[0], halves[1], interleave)
+        return vec.interleave(b, halves[0], halves[1])
 
     @contextmanager
     def _written(self, holds_data: ir.Value, masked: bool) -> Iterator[None]:

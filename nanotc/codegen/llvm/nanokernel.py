@@ -436,11 +436,7 @@ class _PairLoads:
             return b.load(ptr, typ=vec.vector_type(I32, lanes), align=4)
         low = self._column(k, v)
         high = self._column(b.add(k, const(1)), v) if second else vec.zeros(self.half)
-        interleave = [i // 2 + (lanes if i % 2 else 0) for i in range(2 * lanes)]
-        pairs = b.shuffle_vector(
-            low, high, ir.Constant(vec.vector_type(I32, 2 * lanes), interleave)
-        )
-        return b.bitcast(pairs, vec.vector_type(I32, lanes))
+        return b.bitcast(vec.interleave(b, low, high), vec.vector_type(I32, lanes))
 
     def _column(self, k: ir.Value, v: int) -> ir.Value:
         b = self.b

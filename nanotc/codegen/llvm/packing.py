@@ -195,9 +195,7 @@ class _PackedBlock:
             low = vec.load(b, half, self.source_column(row, k), mask, 2)
             high = vec.load(b, half, self.source_column(row, second), mask, 2)
             high = b.select(inside, high, vec.zeros(half))
-            order = [i // 2 + (width if i % 2 else 0) for i in range(2 * width)]
-            pairs = b.shuffle_vector(low, high, ir.Constant(vec.vector_type(I32, 2 * width), order))
-            b.store(pairs, element_ptr(b, dst, self.dst_t, 2 * v), align=2)
+            b.store(vec.interleave(b, low, high), element_ptr(b, dst, self.dst_t, 2 * v), align=2)
 
     def interleave_elements(self, first_row: ir.Value, k: ir.Value, dst: ir.Value,
                             valid: ir.Value) -> None:  # fmt: skip
