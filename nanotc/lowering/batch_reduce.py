@@ -12,11 +12,10 @@ load and store each tile of C; as `tile.batch_gemm` the accumulators of a tile s
 registers across all iterations and C is read and written once. Each microkernel carries its
 own copy of the loop body, which recomputes A_k and B_k (pointer arithmetic only).
 
-Not for bf16 gemms on vdpbf16ps whose C takes MIN_BATCH_COLUMN_TILES or more columns of
-tiles: a tile kept across the batch interleaves every A_k again for each column of tiles, a
-fifth of its time, so the loop stays a loop of gemms, each packing its A_k once into VNNI
-pairs (`gemm_pairs`) and updating C from L1: bf16 64^3 x 32 ran 1.10-1.12x faster; 32^3 x
-64, four columns of tiles, 0.94-1.05x, so it keeps the batch tiles.
+bf16 gemms on vdpbf16ps keep their tiles across the batch too, although every column of
+tiles interleaves each A_k's K pairs again: the nanokernel does it with in-lane unpacks (one
+single-cycle shuffle per vector and K pair), and a loop of gemms each packing A_k once into
+VNNI pairs ran 0.83-0.95x as fast (bf16 32^3 x 64 to 64^3 x 32).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from nanotc.lowering.choices import (
     signature,
 )
 from nanotc.lowering.gemm_amx import amx_applies, amx_batch_tiles
-from nanotc.lowering.gemm_pairs import MIN_BATCH_COLUMN_TILES, packs_a_pairs
 from nanotc.lowering.gemm_tiles import (
     Index,
     epilogue_registers,
@@ -149,6 +147,4 @@ def _tile_batch(loop: For, g: Gemm, target: Target, options: CompileOptions) -> 
     extents = gemm_extents(g)
     sig = signature(g, BATCH, extents, reserved)
     tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
-    if packs_a_pairs(g, target, tile, extents, MIN_BATCH_COLUMN_TILES):
-        return [loop]  # its gemms pack A_b once each (see the module docstring)
     return tile_output(g.c, extents, target, micro, reserved, tile)

@@ -24,8 +24,6 @@ from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
 MIN_COLUMN_TILES = 3
-# a batch-reduce loop gives up C in registers across the batch for the pack (see batch_reduce)
-MIN_BATCH_COLUMN_TILES = 6
 Index = int | Value
 Micro = Callable[[Builder, Index, Index, Index, int, int], None]  # (row, col, rows, mr, nr)
 TileCover = Callable[[Builder, Micro], None]  # emits `micro` for every tile of C
@@ -38,18 +36,14 @@ def dot_pairs(g: Gemm, target: Target) -> bool:
 
 
 def packs_a_pairs(
-    g: Gemm,
-    target: Target,
-    tile: RegisterTile,
-    extents: tuple[int | None, ...],
-    columns: int = MIN_COLUMN_TILES,
+    g: Gemm, target: Target, tile: RegisterTile, extents: tuple[int | None, ...]
 ) -> bool:
-    """A static gemm on vdpbf16ps whose C takes at least `columns` columns of tiles (with
-    two, the pack cost more than it saved: 35x9x35 and 56x9x9 ran 0.85x)."""
+    """A static gemm on vdpbf16ps whose C takes at least MIN_COLUMN_TILES columns of tiles
+    (with two, the pack cost more than it saved: 35x9x35 and 56x9x9 ran 0.85x)."""
     m, n, k = extents
     if m is None or n is None or k is None:
         return False
-    return dot_pairs(g, target) and -(-n // tile.nr) >= columns
+    return dot_pairs(g, target) and -(-n // tile.nr) >= MIN_COLUMN_TILES
 
 
 def pair_panel(b: Builder, pack: Value, row: Index, k_pairs: Index, mr: int) -> Value:

@@ -314,6 +314,32 @@ def test_bf16_gemm_uses_vdpbf16ps_on_zmm(shape: tuple[int, int, int]) -> None:
         assert loop.stack_accesses() == []
 
 
+@pytest.mark.parametrize(
+    ("shape", "unpacking"),
+    [((35, 9, 35), {6: True, 3: True}), ((56, 9, 9), {6: False, 3: True})],
+    ids=str,
+)
+def test_long_bf16_k_loops_unpack_a_within_lanes(shape: tuple[int, int, int],
+                                                  unpacking: dict[int, bool]) -> None:  # fmt: skip
+    """A gemm whose A is not packed interleaves A's columns in its K loop: rows 0-31 of
+    columns k and k+1 by vpunpcklwd/vpunpckhwd where the K loop has at least as many pairs
+    as the tile has columns (the accumulators' rows reordered once at each end), else each
+    16 rows by one cross-lane vpermt2w (35x9x35 1.08-1.1x; 56x9x9's tiles of six columns,
+    five K pairs, 0.94x unpacked). `unpacking`: tile columns -> unpacked."""
+    compilation = nanotc.compile(bf16_gemm(*shape), target="avx512")
+    plans = compilation.nanokernels().split("nanokernel ")[1:]
+    columns = [int(re.search(r"x (\d+) columns", plan).group(1)) for plan in plans]
+    assert {n: "vunpck(l,h)wd" in plan for n, plan in zip(columns, plans)} == unpacking
+    code = compilation.assembly()
+    assert bool(re.search(r"vpunpck[lh]wd\s+%zmm", code)) == any(unpacking.values())
+    for loop in asm.hot_loops(code, "k", "vdpbf16ps"):
+        unpacks, words = loop.count("vpunpck"), loop.count("vpermt2w")
+        # 35 rows: one pair of vectors unpacked, a third interleaved alone; 56: two pairs
+        alone = 1 if shape[0] == 35 else 0
+        assert words == (unpacks // 2 * alone if unpacks else 4)  # 56 rows: 4 vectors
+        assert loop.stack_accesses() == []
+
+
 def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
     """The blocked path keeps bf16 in its packs, A in VNNI pairs: the K loop of the full
     tiles is vdpbf16ps on zmm fed by plain loads of A's pairs and broadcasts of B's, with no

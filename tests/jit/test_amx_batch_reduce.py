@@ -70,13 +70,42 @@ def test_batch_reduce_on_vdpbf16ps(shape: tuple[int, int, int], trans: str, alph
     check_batch_reduce(compilation, shape, trans, alpha, rng)
 
 
-def test_wide_bf16_batch_reduce_packs_each_member_on_vdpbf16ps(rng) -> None:
-    """64 x 64 takes eleven columns of tiles: the loop stays a loop of gemms, each packing
-    its A_k into VNNI pairs once, instead of batch tiles that interleave A_k per column."""
-    compilation = nanotc.compile(batch_reduce(64, 64, 40), target="avx512")
-    tiled = compilation.tiled()
-    assert "tile.batch_gemm" not in tiled and "tile.pack.n.pairs" in tiled
-    check_batch_reduce(compilation, (64, 64, 40), "nn", 1.0, rng)
+@pytest.mark.parametrize("shape", [(64, 64, 40), (48, 20, 17)], ids=str)
+def test_bf16_batch_tiles_unpack_a_within_lanes(shape: tuple[int, int, int], rng) -> None:
+    """A 64 x 64 C takes eleven columns of tiles, each interleaving every A_k's K pairs
+    again: the K loop does it with in-lane unpacks, two rows of tiles at a time, and no
+    cross-lane word permute (vpermt2w); nothing spilled. 48 rows: one pair of vectors
+    unpacked and one interleaved alone; odd K."""
+    compilation = nanotc.compile(batch_reduce(*shape), target="avx512")
+    assert "tile.batch_gemm" in compilation.tiled() and "pack" not in compilation.tiled()
+    loops = asm.hot_loops(compilation.assembly(), "k", "vdpbf16ps")
+    assert loops
+    for loop in loops:
+        unpacks = [i for i in loop.instructions if i.startswith("vpunpck")]
+        words = [i for i in loop.instructions if i.startswith("vpermt2w")]
+        assert unpacks and all("%zmm" in i for i in unpacks)
+        # per K pair: two unpacks for the pair of vectors, one vpermt2w for a third
+        assert len(words) == (len(unpacks) // 2 if shape[0] // 16 == 3 else 0)
+        assert loop.stack_accesses() == []
+    check_batch_reduce(compilation, shape, "nn", 1.0, rng)
+
+
+def test_dynamic_bf16_batch_tiles_mask_unpacked_pairs(rng) -> None:
+    """Sizes known only at run time: each unpacked pair of vectors loads A's rows under
+    one run-time mask of 32 lanes (rows past M load as zeros and are never stored)."""
+    a, c = "memref<bf16x?x?x?>", "memref<f32x?x?>"
+    text = f"""func @k(%A: {a}, %B: {a}, %C: {c}, %alpha: f32) {{
+  %count = size %A[2] : {a}
+  for %i = 0, %count {{
+    %a = subview %A[:,:,%i] : {a}
+    %b = subview %B[:,:,%i] : {a}
+    gemm.n.n %alpha, %a, %b, 1.0, %C : f32, memref<bf16x?x?>, memref<bf16x?x?>, f32, {c}
+  }}
+}}"""
+    compilation = nanotc.compile(text, target="avx512")
+    assert "tile.batch_gemm" in compilation.tiled()
+    for shape in [(40, 7, 9), (64, 13, 16), (17, 3, 1)]:
+        check_batch_reduce(compilation, shape, "nn", -0.5, rng)
 
 
 def check_batch_reduce(compilation: nanotc.Compilation, shape: tuple[int, int, int],

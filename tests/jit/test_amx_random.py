@@ -2,7 +2,8 @@
 they all update), against float64 products of the same inputs: the tile-register budget of
 a function's AMX gemms (exact tiles, packed blocks or vector nanokernels for each), packing
 ahead in loops, batch-reduce loops on tiles, transposes, alpha and beta, f32 and bf16 C.
-Seeded, so every run draws the same kernels."""
+The same kernels run on AVX512-BF16's vdpbf16ps nanokernels (VNNI packs, A's pairs
+unpacked in the K loop). Seeded, so every run draws the same kernels."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import nanotc
 from nanotc import targets
 
 BF16 = ml_dtypes.bfloat16
-pytestmark = pytest.mark.skipif(not targets.host().amx, reason="this host has no AMX")
+# the bf16 gemm paths this host runs: AMX tiles, vdpbf16ps nanokernels
+TARGETS = [t for t in ("amx", "avx512") if targets.runs_on_host(targets.get(t))]
 
 
 @dataclass(frozen=True)
@@ -113,14 +115,16 @@ class RandomGemm:
         assert np.all(np.abs(got - want) <= 4 * eps * (np.sqrt(self.k) + 4) * scale + 1e-30)
 
 
+@pytest.mark.skipif(not TARGETS, reason="this host has neither AMX nor AVX512-BF16")
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("seed", range(40))
-def test_random_bf16_kernels(seed: int) -> None:
+def test_random_bf16_kernels(seed: int, target: str) -> None:
     r, rng = random.Random(seed), np.random.default_rng(seed)
     gemms = [RandomGemm.draw(i, r) for i in range(r.randint(1, 3))]
     params, body = zip(*(g.text() for g in gemms))
     text = f"func @k({', '.join(p for ps in params for p in ps)}) {{\n" + "\n".join(body) + "\n}"
     arrays = [g.arrays(rng) for g in gemms]
     initial = [c.copy(order="F") for _, _, c in arrays]
-    nanotc.compile(text)["k"](*(x for xs in arrays for x in xs), group_size=1)
+    nanotc.compile(text, target=target)["k"](*(x for xs in arrays for x in xs), group_size=1)
     for g, (a, b, c), c0 in zip(gemms, arrays, initial):
         g.check(a, b, c0, c)
