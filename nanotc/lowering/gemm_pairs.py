@@ -2,12 +2,15 @@
 
 `vdpbf16ps` multiplies pairs of K values: lane r of its A operand holds (A[r, k], A[r, k+1]).
 A column-major A keeps the two in different columns, so a nanokernel reading A where it lies
-interleaves them with one shuffle per 16 rows and K pair, and every column of register tiles
-does that again. Where C takes MIN_COLUMN_TILES or more columns of tiles, op(A) is packed
+interleaves them in its K loop, and every column of register tiles does that again. With a
+K loop long enough (`nanokernel.unpacks_pay`) that is one in-lane unpack per vector and K
+pair, cheaper than a pack; a shorter one interleaves each 16 rows with a cross-lane
+vpermt2w. There, where C takes MIN_COLUMN_TILES or more columns of tiles, op(A) is packed
 first into VNNI panels of mr rows (`tile.pack.pairs`: each K pair's rows interleaved once,
 an odd K's last pair and the rows past M padded with zeros) and every tile loads its pairs
-as they are (`tile.gemm.pairs`): W4's batched 64^3 ran 1.17-1.2x faster, 32^3 1.05-1.08x.
-The blocked path (`gemm_blocked`) packs its A blocks the same way.
+as they are (`tile.gemm.pairs`): batches of 64x64x8 ran 1.09x faster, 32x64x10 1.07x; with
+a longer K the unpacking tiles ran 1.05-1.1x faster than the pack (64^3, 96x48x96). The
+blocked path (`gemm_blocked`) always packs its A blocks the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from nanotc.ir.instructions import BinaryOp, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TilePack
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Value
+from nanotc.lowering.nanokernel import unpacks_pay
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.targets import Target
 
@@ -39,9 +43,12 @@ def packs_a_pairs(
     g: Gemm, target: Target, tile: RegisterTile, extents: tuple[int | None, ...]
 ) -> bool:
     """A static gemm on vdpbf16ps whose C takes at least MIN_COLUMN_TILES columns of tiles
-    (with two, the pack cost more than it saved: 35x9x35 and 56x9x9 ran 0.85x)."""
+    (with two, the pack cost more than it saved: 35x9x35 and 56x9x9 ran 0.85x), unless its
+    tiles unpack A's pairs themselves: an untransposed A and a K loop long enough."""
     m, n, k = extents
     if m is None or n is None or k is None:
+        return False
+    if g.trans_a is Transpose.N and unpacks_pay(k, tile.nr):
         return False
     return dot_pairs(g, target) and -(-n // tile.nr) >= MIN_COLUMN_TILES
 

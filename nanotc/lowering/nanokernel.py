@@ -249,15 +249,21 @@ def _depth(inst: TileGemm | TileBatchGemm, a_type: MemRefType) -> int:
 
 
 def _unpacks_a(inst: TileGemm | TileBatchGemm, k: int | None) -> bool:
-    """Whether a dot tile interleaves A's columns with in-lane unpacks, its accumulators'
-    rows then reordered once when loaded from C and once when stored: A not packed into
-    VNNI pairs already, and a K loop of at least as many pairs as the tile has columns to
-    repay the reordering (a batch-reduce loop always is). Measured against the in-order
-    interleave: bf16 batch-reduce 64^3 x 32 1.12x, batches of 64x8x32 1.3x, 56x9x36 1.14x,
-    35x9x35 1.08-1.1x, 64x4x8 1.06x; 56x9x9 (five K pairs, nine columns) 0.94x."""
+    """Whether a dot tile interleaves A's columns with in-lane unpacks: A not packed into
+    VNNI pairs already, and a K loop long enough (a batch-reduce loop always is)."""
     if isinstance(inst, TileBatchGemm):
         return True
-    return not inst.pairs and (k is None or k // 2 >= inst.nr)
+    return not inst.pairs and unpacks_pay(k, inst.nr)
+
+
+def unpacks_pay(k: int | None, columns: int) -> bool:
+    """Whether a K loop of depth k repays reordering the accumulators' rows of a tile of
+    `columns` columns (once when loaded from C, once when stored) for unpacking A's pairs
+    within lanes: at least as many K pairs as columns. Measured against the in-order
+    interleave (one vpermt2w per 16 rows and K pair): bf16 batch-reduce 64^3 x 32 1.12x,
+    batches of 64x8x32 1.3x, 56x9x36 1.14x, 35x9x35 1.08-1.1x, 64x4x8 1.06x; 56x9x9
+    (five K pairs, six columns) 0.94x."""
+    return k is None or k // 2 >= columns
 
 
 def _tail_lanes(

@@ -361,9 +361,10 @@ def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
 
 
 def test_packed_pairs_leave_the_k_loop_without_shuffles() -> None:
-    """A 64^3 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps on
-    zmm, no interleaving shuffle and no spill (before, each K pair took four vpermt2w)."""
-    loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 64), "avx512"), "k", "vdpbf16ps")
+    """A 64x64x8 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps
+    on zmm, no interleaving shuffle and no spill (unpacked, each K pair took four vpermt2w:
+    four K pairs are too few for unpacking within lanes)."""
+    loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 8), "avx512"), "k", "vdpbf16ps")
     assert loops
     for loop in loops:
         assert not [i for i in loop.instructions if i.startswith(("vperm", "vpunpck", "vpshuf"))]

@@ -30,20 +30,24 @@ def check(got: np.ndarray, want: np.ndarray, bound: np.ndarray, k: int) -> None:
     assert np.all(np.abs(got - want) <= 4 * eps * (np.sqrt(k) + 4) * bound + 1e-30)
 
 
-@pytest.mark.parametrize(("shape", "packed"), [
-    ((64, 64, 64), True),  # 11 columns of 64 x 6 tiles
-    ((32, 32, 32), True),
-    ((35, 9, 35), False),  # two columns of tiles: the pack costs more than it saves
-    ((16, 16, 16), False),  # one
+@pytest.mark.parametrize(("shape", "ta", "packed"), [
+    ((64, 64, 8), "n", True),  # 11 columns of 64 x 6 tiles, four K pairs
+    ((32, 64, 10), "n", True),
+    ((64, 64, 64), "n", False),  # 32 K pairs: the tiles unpack A's pairs themselves
+    ((64, 64, 64), "t", True),  # ... but not those of a transposed A
+    ((35, 9, 5), "n", False),  # two columns of tiles: the pack costs more than it saves
+    ((16, 16, 16), "n", False),  # one
 ], ids=str)  # fmt: skip
-def test_a_is_packed_where_c_has_three_columns_of_tiles(shape, packed: bool) -> None:
-    tiled = compiled(gemm_text(*shape, "n", "n"), "avx512").tiled()
-    assert ("tile.pack.n.pairs" in tiled) is packed
+def test_a_is_packed_where_c_has_three_columns_of_tiles_and_k_is_short(
+    shape: tuple[int, int, int], ta: str, packed: bool
+) -> None:
+    tiled = compiled(gemm_text(*shape, ta, "n"), "avx512").tiled()
+    assert (f"tile.pack.{ta}.pairs" in tiled) is packed
     assert ("tile.gemm.n.n.pairs" in tiled) is packed
 
 
 @pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize("shape", [(64, 64, 64), (33, 50, 17), (70, 40, 1)], ids=str)
+@pytest.mark.parametrize("shape", [(64, 64, 9), (33, 50, 7), (70, 40, 1)], ids=str)
 def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: str, rng) -> None:
     """Odd K pads the last pair with zeros; 33 and 70 rows leave a partial panel whose
     padding rows are zero; a transposed A is interleaved element by element."""
@@ -63,7 +67,7 @@ def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: st
 
 def test_batch_members_each_pack_their_own_a(rng) -> None:
     """W4's batched form: every member's A is packed before its tiles, C_i += A_i B_i."""
-    m, n, k, batch = 48, 40, 23, 5
+    m, n, k, batch = 48, 40, 9, 5
     a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
                      (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
     am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
