@@ -333,10 +333,12 @@ def test_long_bf16_k_loops_unpack_a_within_lanes(shape: tuple[int, int, int],
     code = compilation.assembly()
     assert bool(re.search(r"vpunpck[lh]wd\s+%zmm", code)) == any(unpacking.values())
     for loop in asm.hot_loops(code, "k", "vdpbf16ps"):
-        unpacks, words = loop.count("vpunpck"), loop.count("vpermt2w")
-        # 35 rows: one pair of vectors unpacked, a third interleaved alone; 56: two pairs
-        alone = 1 if shape[0] == 35 else 0
-        assert words == (unpacks // 2 * alone if unpacks else 4)  # 56 rows: 4 vectors
+        unpacks = [i for i in loop.instructions if i.startswith("vpunpck") and "%zmm" in i]
+        words = loop.count("vpermt2w")
+        # unpacking: one pair of vectors and a third interleaved alone, for 56 rows also
+        # a fourth of eight rows (a ymm); interleaving alone (56 rows): four vectors
+        alone = 2 if shape[0] == 56 else 1
+        assert words == (len(unpacks) // 2 * alone if unpacks else 4)
         assert loop.stack_accesses() == []
 
 
@@ -398,6 +400,23 @@ def test_short_bf16_tiles_dot_in_narrower_whole_vectors() -> None:
     dots = [line for line in code.splitlines() if "vdpbf16ps" in line]
     assert dots and all("%ymm" in line and "%zmm" not in line for line in dots)
     assert "{%k" not in code and "(%rsp)" not in "".join(dots)
+
+
+def test_bf16_tile_narrows_its_last_vector() -> None:
+    """bf16 20 x 9 x 20: the tile's last vector holds C's last four rows in an xmm, whose
+    pairs two 8-byte loads and one vpunpcklwd make: no lane masks, the accumulators start
+    from C, nothing spilled."""
+    compilation = nanotc.compile(bf16_gemm(20, 9, 20), target="avx512")
+    plans = compilation.nanokernels()
+    assert "1x16+4 rows" in plans and ":= C[tile]" in plans
+    assert "A[row+16:row+20, k]" in plans
+    code = compilation.assembly()
+    assert "{%k" not in code and "(%rsp)" not in code
+    loops = asm.hot_loops(code, "k", "vdpbf16ps")
+    for loop in loops:
+        assert [i for i in loop.instructions if i.startswith("vpunpck")] == [
+            next(i for i in loop.instructions if i.startswith("vpunpcklwd\t%xmm"))
+        ]
 
 
 def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:

@@ -499,13 +499,16 @@ class _PairLoads:
         return out
 
     def _interleaved(self, k: ir.Value, v: int, second: bool) -> ir.Value:
-        """Vector v alone: its rows of columns k and k+1, interleaved in order."""
-        b, half = self.b, vec.vector_type(I16, self.p.lanes)
+        """Vector v alone: its rows of columns k and k+1, interleaved in order (a narrowed
+        last vector's in the low lanes)."""
+        b, lanes = self.b, self.p.vector_lanes(v)
+        half = vec.vector_type(I16, lanes)
         low = self._column(k, v, half, self.masks[v])
         high = (
             self._column(b.add(k, const(1)), v, half, self.masks[v]) if second else vec.zeros(half)
         )
-        return b.bitcast(vec.interleave(b, low, high), self.pairs)
+        pairs = b.bitcast(vec.interleave(b, low, high), vec.vector_type(I32, lanes))
+        return vec.widen(b, pairs, self.p.lanes)
 
     def _column(self, k: ir.Value, v: int, t: ir.VectorType, mask: ir.Value | None) -> ir.Value:
         """`t` of column k from vector v's first row."""
