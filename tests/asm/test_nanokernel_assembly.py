@@ -402,6 +402,25 @@ def test_short_bf16_tiles_dot_in_narrower_whole_vectors() -> None:
     assert "{%k" not in code and "(%rsp)" not in "".join(dots)
 
 
+def test_blocked_tiles_prefetch_c_before_their_k_loop() -> None:
+    """A blocked gemm's tiles read or write C only after a K loop of a whole K block: each
+    asks for its lines of C (prefetchw) before the loop, none inside it. A tile starting
+    from C (in cache, loaded at once) does not."""
+    a = "memref<f32x?x?>"
+    text = f"""func @k(%A: {a}, %B: {a}, %C: {a}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {a}, f32, {a}
+}}"""
+    compilation = nanotc.compile(text, target="avx512")
+    assert "prefetchw every line of C[tile]" in compilation.nanokernels()
+    code = compilation.assembly()
+    # a 32 x 13 tile: one line per 16 rows and one for a column's last row
+    assert code.count("prefetchw") >= 13 * 3
+    loops = asm.hot_loops(code, "k", "vfmadd")
+    assert loops and not any(loop.count("prefetchw") for loop in loops)
+    in_cache = nanotc.compile(batched_gemm("f32", 64, 64, 256), target="avx512")
+    assert "prefetchw every line" not in in_cache.nanokernels()
+
+
 def test_bf16_tile_narrows_its_last_vector() -> None:
     """bf16 20 x 9 x 20: the tile's last vector holds C's last four rows in an xmm, whose
     pairs two 8-byte loads and one vpunpcklwd make: no lane masks, the accumulators start

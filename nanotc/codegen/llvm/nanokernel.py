@@ -227,6 +227,20 @@ class NanokernelEmitter:
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
         return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
 
+    def prefetch_c(self, c: MemrefValue) -> None:
+        """Every line of the tile's columns of C, for writing (`GemmNanokernel.prefetches_c`)."""
+        p, b = self.p, self.b
+        if not p.prefetches_c:
+            return
+        size = c.type.element.size
+        rows = p.vectors * p.lanes
+        # a column's lines from its first element's, and its last element's line
+        offsets = [*range(0, rows * size, CACHE_LINE_BYTES), (rows - 1) * size]
+        for j in range(p.columns):
+            column = self._c_pointer(c, j, 0)
+            for offset in offsets:
+                prefetch(b, b.gep(column, [const(offset)], source_etype=I8), write=True)
+
     def _pair_mask(self, q: int) -> ir.Value | None:
         """A's mask over the 2 * lanes rows of unpacked pair q (None: all rows load)."""
         p, first = self.p, 2 * q
@@ -538,6 +552,7 @@ def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     kernel = NanokernelEmitter(e, plan(inst, e.state.target), inst)
     schedule_barrier(e.b)
     a, bm, c = (own_base_register(e.b, e.value(x)) for x in (inst.a, inst.b, inst.c))
+    kernel.prefetch_c(c)
     acc = kernel.accumulate(kernel.initial(c), a, bm)
     kernel.epilogue(acc, c)
     schedule_barrier(e.b)
