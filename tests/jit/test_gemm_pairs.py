@@ -89,3 +89,35 @@ def test_batch_members_each_pack_their_own_a(rng) -> None:
     bound = np.abs(c) + np.einsum("mki,kni->mni", np.abs(x), np.abs(y))
     compilation["k"](a, b, c, group_size=1)
     check(c, want, bound, k)
+
+
+def literal_gemm_text(m: int, n: int, k: int, alpha: float, beta: float) -> str:
+    """C = alpha A B + beta C with alpha and beta in the program (a beta of 1 lets the
+    accumulators start from C)."""
+    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<f32x{m}x{n}>"
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n {alpha!r}, %A, %B, {beta!r}, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
+@pytest.mark.parametrize(("shape", "alpha", "beta"), [
+    ((64, 8, 32), 1.0, 1.0),  # accumulators from C, permuted into the unpack's row order
+    ((32, 5, 20), -2.0, 0.5),  # alpha and beta in the epilogue, after the permute back
+    ((30, 4, 9), 1.0, 1.0),  # a pair of vectors masked at row 30; odd K
+    ((56, 3, 11), 0.5, 0.0),  # a pair, a third vector alone, a narrowed fourth; beta 0
+], ids=str)  # fmt: skip
+def test_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], alpha: float,
+                                         beta: float, rng) -> None:  # fmt: skip
+    """Tiles that unpack A's K pairs within lanes (their accumulators' rows in the unpack's
+    order, permuted from C and back) give C = alpha A B + beta C to f32 roundoff."""
+    m, n, k = shape
+    compilation = compiled(literal_gemm_text(m, n, k, alpha, beta), "avx512")
+    assert "vunpck(l,h)wd" in compilation.nanokernels()
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(BF16)
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n))).astype(BF16)
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    want = alpha * (x @ y) + beta * c
+    bound = abs(alpha) * (np.abs(x) @ np.abs(y)) + abs(beta) * np.abs(c)
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, bound, k)
