@@ -113,9 +113,17 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
 
 @contextmanager
 def for_range(
-    b: ir.IRBuilder, start: Dim, stop: Dim, step: Dim = 1, name: str = "i", type: ir.Type = I64
+    b: ir.IRBuilder,
+    start: Dim,
+    stop: Dim,
+    step: Dim = 1,
+    name: str = "i",
+    type: ir.Type = I64,
+    vectorize: bool = True,
 ) -> Iterator[ir.Value]:
-    """Emit `for (v = start; v < stop; v += step)` (signed); the body goes in the with-block."""
+    """Emit `for (v = start; v < stop; v += step)` (signed); the body goes in the with-block.
+    `vectorize=False` keeps LLVM's loop vectorizer off the loop: for loops whose vectors the
+    compiler wrote itself or that run too few times to pay for the code it would add."""
     start_v = start if isinstance(start, ir.Value) else ir.Constant(type, start)
     stop_v = stop if isinstance(stop, ir.Value) else ir.Constant(type, stop)
     step_v = step if isinstance(step, ir.Value) else ir.Constant(type, step)
@@ -132,7 +140,9 @@ def for_range(
     yield var
     latch = b.block
     var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
-    b.branch(header)
+    back_edge = b.branch(header)
+    if not vectorize:
+        back_edge.set_metadata("llvm.loop", _loop_id(b.module, "llvm.loop.vectorize.enable", 0))
     b.position_at_end(exit_)
 
 
@@ -169,16 +179,20 @@ def carried_loop(
         phi.add_incoming(value, latch)
     back_edge = b.branch(header)
     if not unroll:
-        back_edge.set_metadata("llvm.loop", _no_unroll(b.module))
+        back_edge.set_metadata("llvm.loop", _loop_id(b.module, "llvm.loop.unroll.disable"))
     b.position_at_end(exit_)
     return list(carried)
 
 
-def _no_unroll(module: ir.Module) -> ir.MDValue:
-    """A loop ID carrying `llvm.loop.unroll.disable` (loop IDs refer to themselves)."""
-    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    loop_id = module.add_metadata([None, disable])
-    loop_id.operands = [loop_id, disable]
+def _loop_id(module: ir.Module, hint: str, flag: int | None = None) -> ir.MDValue:
+    """A loop ID carrying one hint, e.g. `llvm.loop.unroll.disable` or
+    `llvm.loop.vectorize.enable` with flag 0 (loop IDs refer to themselves)."""
+    fields: list[ir.Value] = [ir.MetaDataString(module, hint)]
+    if flag is not None:
+        fields.append(ir.Constant(ir.IntType(1), flag))
+    property_ = module.add_metadata(fields)
+    loop_id = module.add_metadata([None, property_])
+    loop_id.operands = [loop_id, property_]
     return loop_id
 
 

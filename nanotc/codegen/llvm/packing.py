@@ -6,6 +6,10 @@ always sees its compute type. Where the rows of op(X) are contiguous, a panel co
 copied with (masked) vector loads and stores; otherwise element by element. `.pairs` (bf16)
 interleaves two columns into each VNNI pair row of a panel, so the `vdpbf16ps` nanokernels
 load A's pairs as they are instead of interleaving them at every column of tiles.
+
+The pack's loops are closed to LLVM's loop vectorizer: their vectors are written here, and
+what it found to vectorise (the element copies of K tails and partial panels) ran no faster
+while adding a fifth to the compile time of a dynamic gemm (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     if inst.pairs:
         _pack_pairs(x, panels)
         return
-    with for_range(b, 0, panels, name="panel") as q:
+    with for_range(b, 0, panels, name="panel", vectorize=False) as q:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
         if x.row_stride == 1:
@@ -101,10 +105,10 @@ def _pack_pairs(x: _PackedBlock, panels: Dim) -> None:
     zero past an odd K), rows past the block zero."""
     b = x.b
     pairs = div(b, add(b, x.cols, 1), 2)
-    with for_range(b, 0, panels, name="panel") as q:
+    with for_range(b, 0, panels, name="panel", vectorize=False) as q:
         first_row = b.mul(q, const(x.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
-        with for_range(b, 0, pairs, name="pair") as p:
+        with for_range(b, 0, pairs, name="pair", vectorize=False) as p:
             offset = b.add(b.mul(first_row, b.mul(as_value(b, pairs), const(2))),
                            b.mul(p, const(2 * x.panel)))  # fmt: skip
             dst = element_ptr(b, x.target.ptr, x.dst_t, offset)
@@ -149,7 +153,7 @@ class _PackedBlock:
         b = self.b
 
         def columns(rows: ir.Value | None) -> None:
-            with for_range(b, 0, self.cols, name="k") as k:
+            with for_range(b, 0, self.cols, name="k", vectorize=False) as k:
                 src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
                 self.copy_vectors(src, dst, rows)
 
@@ -204,18 +208,18 @@ class _PackedBlock:
         second, inside = self._second_column(k)
         rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
         zero = ir.Constant(I16, 0)
-        with for_range(b, 0, rows, name="row") as i:
+        with for_range(b, 0, rows, name="row", vectorize=False) as i:
             row = b.add(first_row, i)
             low = b.load(self.source_column(row, k), typ=I16)
             high = b.select(inside, b.load(self.source_column(row, second), typ=I16), zero)
             at = b.mul(i, const(2))
             b.store(low, element_ptr(b, dst, self.dst_t, at))
             b.store(high, element_ptr(b, dst, self.dst_t, b.add(at, const(1))))
-        with for_range(b, rows, self.panel, name="pad") as i:
+        with for_range(b, rows, self.panel, name="pad", vectorize=False) as i:
             b.store(ir.Constant(I32, 0), element_ptr(b, dst, self.dst_t, b.mul(i, const(2))))
 
     def copy_panel_elements(self, first_row: ir.Value, first_col: Dim, valid: ir.Value) -> None:
-        with for_range(self.b, first_col, self.cols, name="k") as k:
+        with for_range(self.b, first_col, self.cols, name="k", vectorize=False) as k:
             src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
             self.copy_elements(src, dst, valid)
 
@@ -235,7 +239,7 @@ class _PackedBlock:
         segment; the last K columns are copied element by element."""
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
         main = b.mul(div(b, as_value(b, self.cols), lanes), const(lanes))
-        with for_range(b, 0, main, step=lanes, name="kv") as k:
+        with for_range(b, 0, main, step=lanes, name="kv", vectorize=False) as k:
             for group in range(0, self.panel, lanes):
                 width = min(lanes, self.panel - group)
                 rows = [self._source_vector(first_row, group + i, k, lanes) for i in range(width)]
@@ -257,7 +261,7 @@ class _PackedBlock:
         """Rows below `valid` copied one by one, the rest of the panel column zeroed."""
         b = self.b
         rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
-        with for_range(b, 0, rows, name="row") as i:
+        with for_range(b, 0, rows, name="row", vectorize=False) as i:
             ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
             if self.src_t == self.dst_t:
                 value = b.load(ptr, typ=memory_type(self.src_t))
@@ -265,7 +269,7 @@ class _PackedBlock:
                 value = convert(b, load_scalar(b, ptr, self.src_t), self.src_t, self.dst_t)
             b.store(value, element_ptr(b, dst, self.dst_t, i))
         zero = ir.Constant(memory_type(self.dst_t), 0)
-        with for_range(b, rows, self.panel, name="pad") as i:
+        with for_range(b, rows, self.panel, name="pad", vectorize=False) as i:
             b.store(zero, element_ptr(b, dst, self.dst_t, i))
 
 
