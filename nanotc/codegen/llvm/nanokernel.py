@@ -257,11 +257,13 @@ class NanokernelEmitter:
     ) -> Accumulators:
         b, unroll = self.b, self.p.k_unroll
         assert unroll is not None
-        main = (
-            (depth // unroll) * unroll
-            if isinstance(depth, int)
-            else sub(b, depth, b.srem(depth, const(unroll)))
-        )
+        whole = unroll == 1 or (isinstance(depth, int) and depth % unroll == 0)
+        if whole:
+            main = depth
+        elif isinstance(depth, int):
+            main = depth // unroll * unroll
+        else:
+            main = sub(b, depth, b.srem(depth, const(unroll)))
 
         def unrolled(k: ir.Value, acc: Accumulators) -> Accumulators:
             for u in range(unroll):
@@ -269,7 +271,7 @@ class NanokernelEmitter:
             return acc
 
         acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k", unroll=False)
-        if isinstance(depth, int) and depth % unroll == 0:
+        if whole:  # no remainder loop for LLVM to prove empty
             return acc
         return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
 
