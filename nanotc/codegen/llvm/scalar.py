@@ -66,6 +66,10 @@ def binary(b: ir.IRBuilder, op: BinaryOp, t: ScalarType, x: ir.Value, y: ir.Valu
 
 def _divide(b: ir.IRBuilder, op: BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value:
     """sdiv/srem without the two trapping cases (divisor 0, and MIN by -1)."""
+    if isinstance(y, ir.Constant):
+        all_ones = (1 << y.type.width) - 1
+        if (y.constant & all_ones) not in (0, all_ones):  # a literal neither 0 nor -1: no guard
+            return b.sdiv(x, y) if op is BinaryOp.DIV else b.srem(x, y)
     zero, one, minus_one = (ir.Constant(y.type, v) for v in (0, 1, -1))
     y_zero = b.icmp_signed("==", y, zero)
     y_minus_one = b.icmp_signed("==", y, minus_one)
