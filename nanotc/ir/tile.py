@@ -38,7 +38,9 @@ nanokernel reads both operands contiguously (the blocked GEMM of `nanotc.lowerin
 target[q*panel*K2] (K2: cols rounded up to even), its K pair p at + p*2*panel, holding
 (X[r, 2p], X[r, 2p+1]) at + 2r; the second value of an odd K's last pair is zero. A `tile.gemm`
 whose `.pairs` flag is set reads such a panel as `a`: a 2*mr x K2/2 view whose column p is
-pair p (its K extent is then op(B)'s).
+pair p (its K extent is then op(B)'s). `.padded` says that op(B)'s row past an odd K (in
+memory after the view's last row) is zero too, as in the blocked path's B pack: the tile
+then runs its last pair whole instead of a half step.
 
 `tile.min` is the smaller of two index values (block extents at the edges of C).
 
@@ -134,6 +136,7 @@ class TileGemm(Instruction):
     trans_b = attribute(Suffix(Transpose))
     atomic = attribute(Flag("atomic"), default=False)
     pairs = attribute(Flag("pairs"), default=False)  # a: VNNI panel of `tile.pack.pairs`
+    padded = attribute(Flag("padded"), default=False)  # b: zero row past an odd K
     alpha = operand(ConstKind.NUMBER)
     a = operand()
     b = operand()
@@ -148,7 +151,7 @@ class TileGemm(Instruction):
     next_b = optional_operand()
     next_c = optional_operand()
     syntax = (
-        "{trans_a}{trans_b}{atomic}{pairs} $alpha , $a , $b , $beta , $c [ $row , $col ] "
+        "{trans_a}{trans_b}{atomic}{pairs}{padded} $alpha , $a , $b , $beta , $c [ $row , $col ] "
         "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
         "( next c $next_c )? : " + _TILE_TYPES
     )

@@ -261,8 +261,8 @@ class _Panels:
         a, bp = self._pair_panels(b, row, col, nr) if pairs else self._panels(b, row, col, nr)
         b.add(
             TileGemm, trans_a=Transpose.N, trans_b=Transpose.N if pairs else Transpose.T,
-            atomic=self.g.atomic, pairs=pairs, alpha=self.g.alpha, a=a, b=bp, beta=self.beta,
-            c=c, row=0, col=0, rows=rows, mr=mr, nr=nr,
+            atomic=self.g.atomic, pairs=pairs, padded=pairs, alpha=self.g.alpha, a=a, b=bp,
+            beta=self.beta, c=c, row=0, col=0, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
     def _panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:

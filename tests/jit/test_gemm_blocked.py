@@ -213,14 +213,15 @@ def test_bf16_blocked_gemm_packs_vnni_pairs(
     """bf16 into f32 on AVX512-BF16: packs of bf16, A in VNNI pairs (zero-padded past an odd
     K block and past the rows), B in K-contiguous columns; f32 accumulation, so the result
     matches float64 on the same bf16 values to f32 roundoff. Transposed operands take the
-    element-by-element packs; alpha and beta general."""
+    element-by-element packs; alpha and beta general. Both packs zero the pair past an odd
+    K, so the tiles (`.padded`) run the odd block's last pair whole."""
     m, n, k = shape
     a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?>", "memref<f32x?x?>"
     compilation = compiled(f"""func @k(%alpha: f32, %A: {a_t}, %B: {b_t}, %beta: f32, %C: {c_t}) {{
   gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a_t}, {b_t}, f32, {c_t}
 }}""", "avx512")  # fmt: skip
     tiled = compilation.tiled()
-    assert f"tile.pack.{ta}.pairs %A" in tiled and "tile.gemm.n.n.pairs" in tiled
+    assert f"tile.pack.{ta}.pairs %A" in tiled and "tile.gemm.n.n.pairs.padded" in tiled
     a, b, c = bf16_operands(rng, ta, tb, m, n, k)
     want = expected(a, b, c, ta, tb, 1.5, -0.5)
     compilation["k"](1.5, a, b, -0.5, c, group_size=1)

@@ -195,7 +195,8 @@ class NanokernelEmitter:
         """K in pairs through vdpbf16ps: lane r of a[v] holds (A[r, k], A[r, k+1]) (two columns
         of A interleaved: the flat-to-VNNI shuffle, or loaded as they are from a `.pairs`
         panel), b holds (B[k, j], B[k+1, j]) in every lane. An odd K ends with one more step
-        whose second column and pair half are zero."""
+        whose second column and pair half are zero, or where both packs hold zeros past K
+        (`.padded`), with its last pair read whole."""
         b, p = self.b, self.p
         a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
         b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
@@ -220,6 +221,8 @@ class NanokernelEmitter:
                     out[index] = vec.bf16_dot(b, out[index], av, bj)
             return out
 
+        if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
+            return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False)
         main = depth - depth % 2 if isinstance(depth, int) else b.and_(depth, const(-2))
         acc = carried_loop(b, 0, main, 2, acc, step, name="k", unroll=False)
         if isinstance(depth, int) and depth % 2 == 0:
