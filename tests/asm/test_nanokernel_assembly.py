@@ -559,3 +559,21 @@ def test_packs_are_closed_to_the_loop_vectorizer(dt: str) -> None:
   }}
 }}"""
     assert "vector.body" in nanotc.compile(loop, target="avx512", cache=False).optimized_ir()
+
+
+@pytest.mark.parametrize(("dt", "op"), [("f32", "n.n"), ("f64", "t.n"), ("bf16", "n.t")])
+def test_pack_element_loops_are_not_unrolled(dt: str, op: str) -> None:
+    """The packs' element-by-element loops (K tails of transposed panels, rows past a partial
+    panel) are off the hot path: LLVM's unroller, left to them, copied the inner loops into
+    every unrolled column and cost a quarter of a dynamic gemm's code generation."""
+    c = "f32" if dt == "bf16" else dt
+    a, cm = f"memref<{dt}x?x?>", f"memref<{c}x?x?>"
+    gemm = f"""func @k(%A: {a}, %B: {a}, %C: {cm}) {{
+  gemm.{op} 1.0, %A, %B, 0.0, %C : {c}, {a}, {a}, {c}, {cm}
+}}"""
+    compilation = nanotc.compile(gemm, target="avx512", cache=False)
+    assert "column.header" in compilation.llvm_ir and "pad.header" in compilation.llvm_ir
+    blocks = re.findall(r"^([\w.-]+):", compilation.optimized_ir(), re.MULTILINE)
+    remainders = [block for block in blocks if re.search(r"(epil|prol)", block)]
+    assert remainders  # the hot copies are still unrolled, with their remainder loops
+    assert [block for block in remainders if block.startswith(("column", "pad"))] == []

@@ -120,10 +120,13 @@ def for_range(
     name: str = "i",
     type: ir.Type = I64,
     vectorize: bool = True,
+    unroll: bool = True,
 ) -> Iterator[ir.Value]:
     """Emit `for (v = start; v < stop; v += step)` (signed); the body goes in the with-block.
     `vectorize=False` keeps LLVM's loop vectorizer off the loop: for loops whose vectors the
-    compiler wrote itself or that run too few times to pay for the code it would add."""
+    compiler wrote itself or that run too few times to pay for the code it would add.
+    `unroll=False` keeps LLVM's unroller off it: for loops off the hot path, where unrolled
+    copies (with their remainder loops) cost compile time and buy nothing."""
     start_v = start if isinstance(start, ir.Value) else ir.Constant(type, start)
     stop_v = stop if isinstance(stop, ir.Value) else ir.Constant(type, stop)
     step_v = step if isinstance(step, ir.Value) else ir.Constant(type, step)
@@ -141,8 +144,9 @@ def for_range(
     latch = b.block
     var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
     back_edge = b.branch(header)
-    if not vectorize:
-        back_edge.set_metadata("llvm.loop", _loop_id(b.module, "llvm.loop.vectorize.enable", 0))
+    hints = ([] if vectorize else [VECTORIZE_OFF]) + ([] if unroll else [UNROLL_OFF])
+    if hints:
+        back_edge.set_metadata("llvm.loop", _loop_id(b.module, *hints))
     b.position_at_end(exit_)
 
 
@@ -179,21 +183,31 @@ def carried_loop(
         phi.add_incoming(value, latch)
     back_edge = b.branch(header)
     if not unroll:
-        back_edge.set_metadata("llvm.loop", _loop_id(b.module, "llvm.loop.unroll.disable"))
+        back_edge.set_metadata("llvm.loop", _loop_id(b.module, UNROLL_OFF))
     b.position_at_end(exit_)
     return list(carried)
 
 
-def _loop_id(module: ir.Module, hint: str, flag: int | None = None) -> ir.MDValue:
-    """A loop ID carrying one hint, e.g. `llvm.loop.unroll.disable` or
-    `llvm.loop.vectorize.enable` with flag 0 (loop IDs refer to themselves)."""
-    fields: list[ir.Value] = [ir.MetaDataString(module, hint)]
+# LLVM loop hints (https://llvm.org/docs/LangRef.html#llvm-loop): a name and its i1 operand
+LoopHint = tuple[str, int | None]
+VECTORIZE_OFF: LoopHint = ("llvm.loop.vectorize.enable", 0)
+UNROLL_OFF: LoopHint = ("llvm.loop.unroll.disable", None)
+
+
+def _loop_id(module: ir.Module, *hints: LoopHint) -> ir.MDValue:
+    """A loop ID carrying `hints` (loop IDs refer to themselves)."""
+    properties = [module.add_metadata(_hint_fields(module, hint)) for hint in hints]
+    loop_id = module.add_metadata([None, *properties])
+    loop_id.operands = [loop_id, *properties]
+    return loop_id
+
+
+def _hint_fields(module: ir.Module, hint: LoopHint) -> list[ir.Value]:
+    name, flag = hint
+    fields: list[ir.Value] = [ir.MetaDataString(module, name)]
     if flag is not None:
         fields.append(ir.Constant(ir.IntType(1), flag))
-    property_ = module.add_metadata(fields)
-    loop_id = module.add_metadata([None, property_])
-    loop_id.operands = [loop_id, property_]
-    return loop_id
+    return fields
 
 
 def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
