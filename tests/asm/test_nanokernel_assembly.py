@@ -577,3 +577,31 @@ def test_pack_element_loops_are_not_unrolled(dt: str, op: str) -> None:
     remainders = [block for block in blocks if re.search(r"(epil|prol)", block)]
     assert remainders  # the hot copies are still unrolled, with their remainder loops
     assert [block for block in remainders if block.startswith(("column", "pad"))] == []
+
+
+def bf16_batched_gemm(m: int, n: int, k: int) -> str:
+    """W4's batched form: C_i += A_i B_i with bf16 A_i, B_i and f32 C_i per work-group."""
+    a, b, c = f"memref<bf16x{m}x{k}x?>", f"memref<bf16x{k}x{n}x?>", f"memref<f32x{m}x{n}x?>"
+    am, bm, cm = (t.replace("x?>", ">") for t in (a, b, c))
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  %g = group_id
+  %a = subview %A[:,:,%g] : {a}
+  %b = subview %B[:,:,%g] : {b}
+  %c = subview %C[:,:,%g] : {c}
+  gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
+}}"""
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8), (16, 16, 16), (16, 9, 17)], ids=str)
+def test_one_vector_bf16_tiles_shuffle_half_of_b_pairs(shape: tuple[int, int, int]) -> None:
+    """A one-vector dot tile broadcasts B's pairs for its odd columns from memory and picks
+    those of its even columns from a 128-bit load by in-lane shuffles: per step of four K
+    pairs, four shuffles and four broadcast operands per pair of columns, nothing spilled."""
+    m, n, k = shape
+    loops = asm.hot_loops(assembly(bf16_batched_gemm(m, n, k), "avx512"), "k", "vdpbf16ps")
+    loop = max(loops, key=lambda lp: lp.count("vdpbf16ps"))
+    shuffles = [i for i in loop.instructions if i.startswith(("vpshufd", "vshufps"))]
+    broadcasts = [i for i in loop.instructions if i.startswith("vdpbf16ps") and "{1to" in i]
+    assert loop.count("vdpbf16ps") == 4 * n
+    assert (len(shuffles), len(broadcasts)) == (4 * ((n + 1) // 2), 4 * (n // 2))
+    assert loop.stack_accesses() == []

@@ -121,3 +121,39 @@ def test_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], alpha: flo
     bound = abs(alpha) * (np.abs(x) @ np.abs(y)) + abs(beta) * np.abs(c)
     compilation["k"](a, b, c, group_size=1)
     check(c, want, bound, k)
+
+
+def dynamic_k_text(m: int, n: int) -> str:
+    a, b, c = f"memref<bf16x{m}x?>", f"memref<bf16x?x{n}>", f"memref<f32x{m}x{n}>"
+    return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
+  gemm.n.n %alpha, %A, %B, %beta, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
+@pytest.mark.parametrize(("shape", "tb", "quads", "dynamic"), [
+    ((8, 8, 8), "n", True, False),  # one step of four K pairs, nothing left
+    ((16, 9, 17), "n", True, False),  # two steps, then an odd K's last pair; 5 + 4 columns
+    ((5, 3, 12), "n", True, False),  # a masked vector; one step, then two pairs
+    ((12, 7, 30), "n", True, True),  # K known at run time only
+    ((16, 4, 7), "n", False, False),  # K short of one step
+    ((8, 8, 16), "t", False, False),  # B's pairs not adjacent
+    ((32, 8, 16), "n", False, False),  # two vectors: the broadcast loads keep pace
+], ids=str)  # fmt: skip
+def test_one_vector_tiles_take_b_pairs_four_at_a_time(
+    shape: tuple[int, int, int], tb: str, quads: bool, dynamic: bool, rng
+) -> None:
+    """One-vector dot tiles load the K pairs of B's even columns 128 bits at a time and
+    pick each by an in-lane shuffle; the results match float64 to f32 roundoff either way."""
+    m, n, k = shape
+    text = dynamic_k_text(m, n) if dynamic else gemm_text(m, n, k, "n", tb)
+    compilation = compiled(text, "avx512")
+    assert ("vbroadcast128 B" in compilation.nanokernels()) is quads
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(BF16)
+    b = np.asfortranarray(rng.uniform(-1, 1, (n, k) if tb == "t" else (k, n))).astype(BF16)
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
+    x = a.astype(np.float64)
+    y = b.astype(np.float64).T if tb == "t" else b.astype(np.float64)
+    want = -0.5 * c + 1.5 * (x @ y)
+    bound = 0.5 * np.abs(c) + 1.5 * (np.abs(x) @ np.abs(y))
+    compilation["k"](1.5, a, b, -0.5, c, group_size=1)
+    check(c, want, bound, k)

@@ -41,7 +41,14 @@ from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant
-from nanotc.lowering.nanokernel import A_PREFETCH_STEPS, Access, Beta, GemmNanokernel, plan
+from nanotc.lowering.nanokernel import (
+    A_PREFETCH_STEPS,
+    QUAD_PAIRS,
+    Access,
+    Beta,
+    GemmNanokernel,
+    plan,
+)
 from nanotc.lowering.prefetch import lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
@@ -221,10 +228,24 @@ class NanokernelEmitter:
                     out[index] = vec.bf16_dot(b, out[index], av, bj)
             return out
 
+        def quad_step(k: ir.Value, acc: Accumulators) -> Accumulators:
+            """QUAD_PAIRS steps, the even columns' pairs from one load each."""
+            a_steps = [pairs.a_pairs(b.add(k, const(2 * t)), True) for t in range(QUAD_PAIRS)]
+            out = list(acc)
+            for j, base in enumerate(b_bases):
+                for t, bj in enumerate(pairs.b_quad(base, k, shuffled=j % 2 == 0)):
+                    for v, av in enumerate(a_steps[t]):
+                        out[j * p.vectors + v] = vec.bf16_dot(b, out[j * p.vectors + v], av, bj)
+            return out
+
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
             return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False)
-        main = depth - depth % 2 if isinstance(depth, int) else b.and_(depth, const(-2))
-        acc = carried_loop(b, 0, main, 2, acc, step, name="k", unroll=False)
+        start: Dim = 0
+        if p.b_quads:
+            start = _round_down(b, depth, 2 * QUAD_PAIRS)
+            acc = carried_loop(b, 0, start, 2 * QUAD_PAIRS, acc, quad_step, name="k", unroll=False)
+        main = _round_down(b, depth, 2)
+        acc = carried_loop(b, start, main, 2, acc, step, name="k", unroll=False)
         if isinstance(depth, int) and depth % 2 == 0:
             return acc
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
@@ -449,6 +470,11 @@ def _a_covers_tile(inst: TileGemm | TileBatchGemm, p: GemmNanokernel) -> bool:
     return rows != DYNAMIC and int(inst.row.value) + p.vectors * p.lanes <= rows
 
 
+def _round_down(b: ir.IRBuilder, x: Dim, multiple: int) -> Dim:
+    """x rounded down to a multiple of `multiple` (a power of two)."""
+    return x - x % multiple if isinstance(x, int) else b.and_(x, const(-multiple))
+
+
 def schedule_barrier(b: ir.IRBuilder) -> None:
     """Keep LLVM from interleaving neighbouring tiles: their straight-line code (K unrolled)
     would otherwise share one block and the scheduler would overlap their live ranges until
@@ -535,6 +561,21 @@ class _PairLoads:
         offset = add(b, mul(b, k, self.a_k_stride), v * self.p.lanes)
         ptr = element_ptr(b, self.a_base, ScalarType.BF16, offset)
         return vec.load(b, t, ptr, mask, 2)
+
+    def b_quad(self, base: ir.Value, k: ir.Value, shuffled: bool) -> list[ir.Value]:
+        """(B[k + 2t, j], B[k + 2t + 1, j]) in every lane, for t < QUAD_PAIRS: B's column
+        (adjacent along K) loaded 128 bits at a time into every 128-bit lane and each pair
+        picked by an in-lane shuffle (vpshufd), or (not `shuffled`) a broadcast load each."""
+        b, lanes = self.b, self.p.lanes
+        if not shuffled:
+            steps = [b.add(k, const(2 * t)) for t in range(QUAD_PAIRS)]
+            return [vec.splat(b, self.b_pair(base, kt, True), lanes) for kt in steps]
+        quad_t = vec.vector_type(I32, QUAD_PAIRS)
+        quad = b.load(element_ptr(b, base, ScalarType.BF16, k), typ=quad_t, align=2)
+        repeated = vec.repeat(b, quad, lanes)
+        # opaque, or LLVM folds each shuffle of the load back into a broadcast load
+        repeated = vec.opaque(b, repeated)
+        return [vec.in_lane_splat(b, repeated, t, QUAD_PAIRS) for t in range(QUAD_PAIRS)]
 
     def b_pair(self, base: ir.Value, k: ir.Value, second: bool) -> ir.Value:
         """(B[k, j], B[k+1, j]) as one i32: a single load where the two are adjacent."""
