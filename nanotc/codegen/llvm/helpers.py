@@ -210,6 +210,13 @@ def _hint_fields(module: ir.Module, hint: LoopHint) -> list[ir.Value]:
     return fields
 
 
+def opaque_value(b: ir.IRBuilder, value: ir.Value, register_class: str) -> ir.Value:
+    """`value` passed through an empty asm statement (in a register of `register_class`, an
+    inline-asm constraint letter), which LLVM cannot see through."""
+    copy = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), "", f"={register_class},0")
+    return b.call(copy, [value])
+
+
 def convert(b: ir.IRBuilder, value: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
     """Scalar conversion with the language's semantics (docs/language.md, casts)."""
     if src == dst:

@@ -22,6 +22,7 @@ from nanotc.codegen.llvm.helpers import (
     for_range,
     load_scalar,
     mul,
+    opaque_value,
     prefetch,
     sub,
 )
@@ -490,8 +491,7 @@ def own_base_register(b: ir.IRBuilder, m: MemrefValue) -> MemrefValue:
     (A_i, B_i, C_i at base + i * stride) share one index register, and every FMA with a
     memory operand and every store of C takes an indexed address, which Intel cores issue as
     two micro-ops (un-lamination). Batches of f32 16^3 ran 1.1-1.3x faster with it."""
-    copy = ir.InlineAsm(ir.FunctionType(m.ptr.type, [m.ptr.type]), "", "=r,0")
-    return dataclasses.replace(m, ptr=b.call(copy, [m.ptr]))
+    return dataclasses.replace(m, ptr=opaque_value(b, m.ptr, "r"))
 
 
 class _PairLoads:
@@ -573,8 +573,8 @@ class _PairLoads:
         quad_t = vec.vector_type(I32, QUAD_PAIRS)
         quad = b.load(element_ptr(b, base, ScalarType.BF16, k), typ=quad_t, align=2)
         repeated = vec.repeat(b, quad, lanes)
-        # opaque, or LLVM folds each shuffle of the load back into a broadcast load
-        repeated = vec.opaque(b, repeated)
+        # opaque (an AVX-512 register), or LLVM folds each shuffle back into a broadcast load
+        repeated = opaque_value(b, repeated, "v")
         return [vec.in_lane_splat(b, repeated, t, QUAD_PAIRS) for t in range(QUAD_PAIRS)]
 
     def b_pair(self, base: ir.Value, k: ir.Value, second: bool) -> ir.Value:

@@ -48,13 +48,6 @@ def in_lane_splat(b: ir.IRBuilder, v: ir.Value, lane: int, group: int) -> ir.Val
     return b.shuffle_vector(v, v, ir.Constant(vector_type(I32, count), picks))
 
 
-def opaque(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """v through an empty asm statement, which LLVM cannot see through (an AVX-512 register:
-    constraint `v`): what it computed is then not re-derived from memory at each use."""
-    copy = ir.InlineAsm(ir.FunctionType(v.type, [v.type]), "", "=v,0")
-    return b.call(copy, [v])
-
-
 def widen(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
     """v in a vector of `lanes` lanes, the lanes past v's zero (for a narrower load: the
     zero-extension its instruction already does, so no instruction)."""
