@@ -605,3 +605,20 @@ def test_one_vector_bf16_tiles_shuffle_half_of_b_pairs(shape: tuple[int, int, in
     assert loop.count("vdpbf16ps") == 4 * n
     assert (len(shuffles), len(broadcasts)) == (4 * ((n + 1) // 2), 4 * (n // 2))
     assert loop.stack_accesses() == []
+
+
+@pytest.mark.parametrize("shape", [(56, 9, 9), (20, 9, 20), (16, 16, 16)], ids=str)
+def test_in_order_interleave_reads_a_by_plain_loads(shape: tuple[int, int, int]) -> None:
+    """A vector whose K pairs come from one vpermt2w reads its two columns of A by plain
+    loads into the low halves of registers: no broadcast load (vbroadcasti64x4 and the
+    like), which on Zen 5 takes a shuffle slot beside the dot products."""
+    m, n, k = shape
+    loops = asm.hot_loops(assembly(bf16_batched_gemm(m, n, k), "avx512"), "k", "vdpbf16ps")
+    loop = max(loops, key=lambda lp: lp.count("vdpbf16ps"))
+    permutes = loop.count("vpermt2w")
+    column_loads = [
+        i for i in loop.instructions if re.match(r"vmovdqu(64|16)?\s|vmovups\s", i) and "(" in i
+    ]
+    assert permutes > 0 and len(column_loads) >= 2 * permutes
+    assert [i for i in loop.instructions if i.startswith("vbroadcasti64x4")] == []
+    assert loop.stack_accesses() == []

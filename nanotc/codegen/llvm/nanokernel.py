@@ -549,10 +549,17 @@ class _PairLoads:
         b, lanes = self.b, self.p.vector_lanes(v)
         half = vec.vector_type(I16, lanes)
         low = self._column(k, v, half, self.masks[v])
-        high = (
-            self._column(b.add(k, const(1)), v, half, self.masks[v]) if second else vec.zeros(half)
-        )
-        pairs = b.bitcast(vec.interleave(b, low, high), vec.vector_type(I32, lanes))
+        if second:
+            high = self._column(b.add(k, const(1)), v, half, self.masks[v])
+            # each column a plain load into the low half of a register: left to itself, LLVM
+            # loads them by broadcasts (vbroadcasti64x4), which on Zen 5 take a shuffle slot
+            # as well (24 vdpbf16ps with 4 vpermt2w after broadcasts: 1.10x their time,
+            # after plain loads 1.01x; bench/instruction_mix.py)
+            low, high = (opaque_value(b, vec.widen(b, x, 2 * lanes), "v") for x in (low, high))
+            interleaved = vec.interleave(b, low, high, lanes)
+        else:
+            interleaved = vec.interleave(b, low, vec.zeros(half))
+        pairs = b.bitcast(interleaved, vec.vector_type(I32, lanes))
         return vec.widen(b, pairs, self.p.lanes)
 
     def _column(self, k: ir.Value, v: int, t: ir.VectorType, mask: ir.Value | None) -> ir.Value:

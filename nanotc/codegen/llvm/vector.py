@@ -149,11 +149,12 @@ def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value, fused: bool) -> 
     return b.fadd(b.fmul(x, y), z)
 
 
-def interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
-    """Two vectors of n lanes as one of 2n: low[0], high[0], low[1], high[1], ... (two
-    columns of bf16 into the K pairs of `vdpbf16ps` and AMX: the flat-to-VNNI shuffle)."""
-    n = low.type.count
-    order = [i // 2 + (n if i % 2 else 0) for i in range(2 * n)]
+def interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value, count: int = 0) -> ir.Value:
+    """The first `count` lanes (all when 0) of two vectors as one vector of 2 count: low[0],
+    high[0], low[1], high[1], ... (two columns of bf16 into the K pairs of `vdpbf16ps` and
+    AMX: the flat-to-VNNI shuffle)."""
+    n, total = count or low.type.count, low.type.count
+    order = [i // 2 + (total if i % 2 else 0) for i in range(2 * n)]
     return b.shuffle_vector(low, high, ir.Constant(vector_type(I32, 2 * n), order))
 
 
