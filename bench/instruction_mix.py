@@ -25,7 +25,7 @@ from nanotc import targets
 from nanotc.runtime import jit
 
 DOTS = 24  # dot products per step: 12 cycles at two per cycle, enough to hide the latency
-SCRATCH = range(20, 30)  # destinations of the added instructions, rotated
+SCRATCH = range(DOTS, 30)  # destinations of the added instructions, past the chains
 SOURCES = "%zmm30, %zmm31"
 STEPS = 2_000_000
 COUNTS = (4, 8, 16)  # added instructions per step

@@ -9,7 +9,7 @@ from nanotc import targets
 
 
 def test_added_instructions_sit_among_the_dot_products() -> None:
-    lines = instruction_mix.loop_asm(24, ["vpsrld $$16, %zmm30, %zmm20"] * 4).splitlines()
+    lines = instruction_mix.loop_asm(24, ["vpsrld $$16, %zmm30, %zmm24"] * 4).splitlines()
     body = lines[1:-2]  # between the label and the loop's decrement and branch
     assert sum(line.startswith("vdpbf16ps") for line in body) == 24
     assert sum(line.startswith("vpsrld") for line in body) == 4
