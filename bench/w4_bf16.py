@@ -11,19 +11,23 @@ peers found:
            swept many times per call (`kernels.batch_reduce_repeated`). Peer: libxsmm's bf16
            batch-reduce kernel (A pre-packed in its VNNI-2 layout, timed in C).
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
-           (`kernels.batched_repeated`). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
+           (`kernels.batched_repeated`), a batch of ~256 KB (`--cache-kb`; 56x9x9 gains
+           less from bf16 out of L2 than out of L1, docs/benchmarks.md). Peer:
+           torch.baddbmm_ on bf16 tensors (bf16 C).
 
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
 kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its code has
 it, else fp32 FMAs (bf16 widened to f32, where the target's vdpbf16ps is slower than FMA).
 
     python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
+                            [--shapes 56x9x9,16x16x16] [--cache-kb 16]   (batched only)
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import ml_dtypes
@@ -34,6 +38,7 @@ from bench import harness, kernels
 from bench.harness import Contender, Row, Settings, Timing
 from bench.peers import Peers, discover, torch_peer
 from bench.w2_batched import SHAPES as BATCHED_SHAPES
+from bench.w2_batched import add_shape_option
 
 BF16 = ml_dtypes.bfloat16
 PARTS = ("mlp", "brgemm", "batched")
@@ -79,14 +84,26 @@ class Check:
             raise harness.ValidationError(f"{what}: {int(bad.sum())} of {bad.size} wrong")
 
 
-def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS) -> list[Row]:
+@dataclass(frozen=True)
+class Batches:
+    """The batched part's shapes (None: W2's) and the bytes of A, B and C in one batch."""
+
+    shapes: Sequence[tuple[int, int, int]] | None = None
+    cache_bytes: int = CACHE_BYTES
+
+
+def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS,
+        batches: Batches = Batches()) -> list[Row]:  # fmt: skip
     peers = peers if peers is not None else discover(settings.peers)
     rng = np.random.default_rng(settings.seed)
     rows: list[Row] = []
     for part in parts:
         if part not in PARTS:
             raise ValueError(f"unknown part {part!r} (choose from {', '.join(PARTS)})")
-        rows += {"mlp": _mlp, "brgemm": _brgemm, "batched": _batched}[part](settings, peers, rng)
+        if part == "batched":
+            rows += _batched(settings, peers, rng, batches)
+        else:
+            rows += {"mlp": _mlp, "brgemm": _brgemm}[part](settings, peers, rng)
     return rows
 
 
@@ -190,16 +207,24 @@ def _brgemm_shape(
                 f"pairs={count}")  # fmt: skip
 
 
-def _batched(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
-    shapes = ((16, 16, 16),) if settings.quick else BATCHED_SHAPES
-    return [row for m, n, k in shapes for row in _batched_shape(settings, peers, rng, m, n, k)]
+def _batched(
+    settings: Settings, peers: Peers, rng: np.random.Generator, batches: Batches
+) -> list[Row]:
+    shapes = batches.shapes or (((16, 16, 16),) if settings.quick else BATCHED_SHAPES)
+    return [
+        row
+        for m, n, k in shapes
+        for row in _batched_shape(settings, peers, rng, (m, n, k), batches.cache_bytes)
+    ]
 
 
 def _batched_shape(
-    settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int
-) -> list[Row]:
+    settings: Settings, peers: Peers, rng: np.random.Generator, shape: tuple[int, int, int],
+    cache_bytes: int,
+) -> list[Row]:  # fmt: skip
+    m, n, k = shape
     per_member = (m * k + k * n) * 2 + m * n * 4
-    batch = max(2, CACHE_BYTES // per_member // 2 * 2)
+    batch = max(2, cache_bytes // per_member // 2 * 2)
     a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -275,6 +300,8 @@ def _row(part: str, shape: str, threads: int, flops: float, timings: dict[str, T
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", type=harness.parse_list(str), help="mlp,brgemm,batched")
+    add_shape_option(parser)  # the batched part's
+    parser.add_argument("--cache-kb", type=float, help="batched part's batch size (default 256)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -285,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32",))
     harness.preamble(settings)
     peers = discover(settings.peers)
-    rows = run(settings, peers, tuple(args.parts or PARTS))
+    batches = Batches(args.shapes, int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES)
+    rows = run(settings, peers, tuple(args.parts or PARTS), batches)
     csv = None if args.no_csv else "w4_bf16"
     notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]
     harness.report(rows, "W4 bf16 gemm (bf16 A, B; f32 C)", notes, csv)

@@ -122,6 +122,34 @@ def test_w4_bf16(peers: Peers) -> None:
         assert "f32" in row.peers and all(row.gflops(t) > 0 for t in row.peers.values())
 
 
+def test_w4_batched_shapes_and_batch_size(peers: Peers) -> None:
+    """--shapes and --cache-kb pick the batched part's shapes and its batch: 16 KB of
+    56x9x9 members (3186 bytes each, an even count) is 4 of them."""
+    settings = replace(QUICK, threads=(1,))
+    batches = w4_bf16.Batches(shapes=((56, 9, 9), (8, 8, 8)), cache_bytes=16_000)
+    rows = w4_bf16.run(settings, peers, ("batched",), batches)
+    assert [r.shape for r in rows] == ["56x9x9 b4", "8x8x8 b30"]
+    assert all(r.gflops(r.nanotc) > 0 and "f32" in r.peers for r in rows)
+
+
+def test_w4_command_line_reaches_the_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The options arrive in `run` as parsed: the parts and the batched part's Batches."""
+    seen: dict[str, object] = {}
+
+    def fake_run(settings: Settings, peers: Peers, parts: tuple[str, ...],
+                 batches: w4_bf16.Batches) -> list[Row]:  # fmt: skip
+        seen.update(parts=parts, batches=batches)
+        return []
+
+    monkeypatch.setattr(w4_bf16, "run", fake_run)
+    monkeypatch.setattr(harness, "preamble", lambda settings: None)
+    monkeypatch.setattr(harness, "report", lambda *args: None)
+    w4_bf16.main(["--quick", "--parts", "batched", "--shapes", "20x9x20", "--cache-kb", "16",
+                  "--no-csv", "--peers", "numpy"])  # fmt: skip
+    assert seen == {"parts": ("batched",),
+                    "batches": w4_bf16.Batches(((20, 9, 20),), 16_000)}  # fmt: skip
+
+
 def test_w5_against_copy_bandwidth(peers: Peers) -> None:
     """Every instruction validated and timed on both variants; copy first, whose memcpy rate
     is every row's reference; peers' columns are in GB/s."""
