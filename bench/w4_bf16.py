@@ -11,9 +11,8 @@ peers found:
            swept many times per call (`kernels.batch_reduce_repeated`). Peer: libxsmm's bf16
            batch-reduce kernel (A pre-packed in its VNNI-2 layout, timed in C).
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
-           (`kernels.batched_repeated`), a batch of ~256 KB (`--cache-kb`; 56x9x9 gains
-           less from bf16 out of L2 than out of L1, docs/benchmarks.md). Peer:
-           torch.baddbmm_ on bf16 tensors (bf16 C).
+           (`kernels.batched_repeated`), a batch of ~256 KB (in L2; `--cache-kb` for
+           another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
 
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
 kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its code has
