@@ -40,7 +40,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
 # column order of the tables
-PEER_ORDER = ("memcpy", "numpy", "openblas", "torch", "libxsmm", "blis")
+PEER_ORDER = ("memcpy", "stream", "numpy", "openblas", "torch", "libxsmm", "blis")
 
 
 class ValidationError(AssertionError):

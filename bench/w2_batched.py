@@ -15,7 +15,11 @@ Three variants:
 Peers on the same arrays: libxsmm (bench/peers/libxsmm_driver.c: one JIT kernel, the same
 slices per thread, timed in C), torch.baddbmm_ (in place on the row-major transposed views,
 C_i^T += B_i^T A_i^T), and numpy np.matmul over the stacked batch (a baseline: the product goes
-to a scratch batch, then is added to C).
+to a scratch batch, then is added to C). The memory variant also times `stream`
+(bench/peers/memory_driver.c), not a gemm: the same sweep's traffic without its arithmetic,
+member by member, A_i and B_i read and C_i read and written back unchanged. Its "GF/s" is the
+rate the gemm would have at the stream's speed, and nanotc/stream the share of that speed
+nanotc reaches.
 
     python -m bench.w2_batched [--variants memory,cache] [--shapes 32x32x32,35x9x35] ...
 """
@@ -31,7 +35,7 @@ import numpy as np
 
 from bench import harness, kernels
 from bench.harness import Contender, Row, Settings
-from bench.peers import Peers, discover, torch_peer
+from bench.peers import Peers, discover, memory, torch_peer
 from bench.peers.threads import blas_threads, blas_threads_note
 
 SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35), (20, 9, 20))
@@ -86,6 +90,11 @@ class BatchCheck:
         got = self.c[:, :, self.members]
         harness.check_gemm(what, got, self.expected, self.bound, self.k, self.dtype)
         self.reset()
+
+    def unchanged(self, what: str) -> None:
+        """For a contender that only moves C's bytes (`stream`): C must be as it was."""
+        if not np.array_equal(self.c, self.initial):
+            raise harness.ValidationError(f"{what}: C changed")
 
 
 def batch_size(m: int, n: int, k: int, itemsize: int, total_bytes: int, multiple: int) -> int:
@@ -157,7 +166,7 @@ class Case:
             label, contenders, self.check, self.settings, call_seconds, threads=threads
         )
         itemsize = c.itemsize
-        memory = self.variant == "memory"
+        traffic = self.variant == "memory"
         return Row(
             workload="w2",
             variant=self.variant,
@@ -165,7 +174,7 @@ class Case:
             dtype=self.dtype,
             threads=threads,
             flops=2.0 * m * n * k * batch,
-            bytes=float((m * k + k * n + 2 * m * n) * itemsize * batch) if memory else None,
+            bytes=float((m * k + k * n + 2 * m * n) * itemsize * batch) if traffic else None,
             nanotc=timings.pop("nanotc"),
             peers=timings,
             peak=harness.peak_gflops(self.dtype, threads),
@@ -181,11 +190,11 @@ class Case:
         if self.variant != "cache":
             kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
 
-            def memory(reps: int) -> None:
+            def sweeps(reps: int) -> None:
                 for _ in range(reps):
                     kernel(a, b, c, group_size=batch, num_threads=threads)
 
-            return memory
+            return sweeps
         repeated = kernels.compiled(kernels.batched_repeated(self.dtype, m, n, k))
 
         def cache(reps: int) -> None:
@@ -224,7 +233,19 @@ class Case:
                 np.add(ct, scratch, out=ct)
 
         contenders.append(Contender("numpy", numpy_call, blas_threads(threads)))
-        return contenders
+        return contenders + self.stream_contender()
+
+    def stream_contender(self) -> list[Contender]:
+        """`stream`, the memory variant's reference, where its driver builds."""
+        driver = memory.load()
+        if self.variant != "memory" or isinstance(driver, str):
+            return []
+        a, b, c, threads = self.a, self.b, self.c, self.threads
+
+        def stream(reps: int) -> float:
+            return driver.stream(a, b, c, reps, threads)
+
+        return [Contender("stream", stream, check=self.check.unchanged)]
 
 
 def add_shape_option(parser: argparse.ArgumentParser) -> None:
@@ -258,13 +279,19 @@ def sizes_from(args: argparse.Namespace, quick: bool) -> Sizes:
 
 
 def notes_for(sizes: Sizes, variants: Sequence[str]) -> list[str]:
+    if "memory" not in variants:
+        return []
+    notes = []
     llc = harness.last_level_cache()
-    if "memory" in variants and llc and sizes.working_set <= llc:
-        return [
+    if llc and sizes.working_set <= llc:
+        notes.append(
             f"memory variant: {sizes.working_set / 1e6:.0f} MB fits in this CPU's "
             f"{llc >> 20} MiB last-level cache; raise --working-set-mb for DRAM bandwidth"
-        ]
-    return []
+        )
+    driver = memory.load()
+    if isinstance(driver, str):
+        notes.append(f"memory variant: no stream reference ({driver})")
+    return notes
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from bench import harness, kernels
 from bench.harness import Contender, Row, Settings
-from bench.peers import Peers, cblas, discover, memcpy, torch_peer
+from bench.peers import Peers, cblas, discover, memory, torch_peer
 from bench.peers.threads import blas_threads, blas_threads_note
 
 OPS = kernels.SLICED_OPS
@@ -219,7 +219,7 @@ CBLAS_OPS = ("copy", "axpby", "gemv.n", "gemv.t", "ger")
 def peer_contenders(op: str, data: Operands, threads: int, peers: Peers) -> list[Contender]:
     args = data.args
     contenders = []
-    copier = memcpy.load()
+    copier = memory.load()
     if op == "copy" and not isinstance(copier, str):
 
         def copy(reps: int) -> float:

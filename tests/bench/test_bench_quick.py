@@ -15,7 +15,7 @@ import pytest
 
 from bench import harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
 from bench.harness import Row, Settings
-from bench.peers import Peers, discover
+from bench.peers import Peers, discover, memory
 
 QUICK = replace(Settings(quick=True).quick_defaults(), repeats=1, budget=0.05)
 
@@ -48,8 +48,47 @@ def test_w2_batched(peers: Peers) -> None:
     assert_rates(rows)
     assert {r.variant for r in rows} == {"memory", "cache", "launch"}
     assert all(r.gbs(r.nanotc) for r in rows if r.variant == "memory")
+    assert all(("stream" in r.peers) == (r.variant == "memory") for r in rows)  # gcc builds it
     launch = [r for r in rows if r.variant == "launch"]
     assert {r.shape.split()[1] for r in launch} == {"b8"}  # the quick launch batch
+
+
+@pytest.mark.parametrize("shape", [(16, 16, 16), (56, 9, 9), (3, 5, 7)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_stream_moves_every_byte_and_changes_none(shape: tuple[int, int, int],
+                                                      threads: int) -> None:  # fmt: skip
+    """W2's stream reference reads A and B and writes C back as it was, members of any byte
+    size (here not multiples of a 64-byte vector), sliced over any thread count."""
+    driver = memory.load()
+    assert not isinstance(driver, str), driver
+    m, n, k = shape
+    rng = np.random.default_rng(1)
+    a, b, c = (
+        np.asfortranarray(rng.uniform(-1, 1, (r, s, 37))) for r, s in ((m, k), (k, n), (m, n))
+    )
+    before = c.copy(order="F")
+    assert driver.stream(a, b, c, 3, threads) > 0
+    assert np.array_equal(c, before)
+
+
+def test_the_stream_refuses_batches_it_would_misread() -> None:
+    driver = memory.load()
+    assert not isinstance(driver, str), driver
+    a = np.asfortranarray(np.zeros((4, 4, 8)))
+    with pytest.raises(ValueError, match="Fortran-ordered batches of one size"):
+        driver.stream(a, a, np.zeros((4, 4, 8)), 1, 1)  # C ordered
+    with pytest.raises(ValueError, match="Fortran-ordered batches of one size"):
+        driver.stream(a, a, np.asfortranarray(np.zeros((4, 4, 9))), 1, 1)
+
+
+def test_a_stream_that_changed_c_is_refused() -> None:
+    rng = np.random.default_rng(2)
+    a, b, c = (np.asfortranarray(rng.uniform(-1, 1, (4, 4, 6))) for _ in range(3))
+    check = w2_batched.BatchCheck(a, b, c, rng)
+    check.unchanged("stream")
+    c[1, 2, 3] += 1
+    with pytest.raises(harness.ValidationError, match="stream: C changed"):
+        check.unchanged("stream")
 
 
 def test_in_cache_times_the_peak_loop_beside_the_kernels(peers: Peers) -> None:
