@@ -8,7 +8,7 @@
  *   bench_stream(a, b, c, a_member, b_member, c_member, members, reps, threads)
  *       the traffic of a sweep of batched gemms C_i += A_i B_i without their arithmetic (W2's
  *       memory rows): member by member, in order, A_i's and B_i's bytes read and C_i's read
- *       and written back unchanged, by 64-byte vectors;
+ *       and written back unchanged, a 64-byte vector of each in turn;
  *
  * each returning the seconds of all reps, or -2.0 when a thread could not be created.
  */
@@ -30,9 +30,9 @@ typedef struct {
 
 typedef void* (*worker_t)(void*);
 
-/* Never set: C's vectors are written back as `vector ^ (sum & keep)`, which the compiler
-   cannot drop, so every line of C is read and written, and the sum of A's and B's vectors is
-   live, so their loads stay. */
+/* `keep` is never set: C's vectors are written back xor-ed with it, which the compiler cannot
+   drop, so every line of C is read and written. A's and B's vectors are xor-ed into `sink`, so
+   their loads stay. C does not wait for A's and B's loads, as a stream's output would not. */
 static volatile long long keep = 0;
 static volatile long long sink;
 
