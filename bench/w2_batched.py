@@ -237,8 +237,8 @@ class Case:
 
     def stream_contender(self) -> list[Contender]:
         """`stream`, the memory variant's reference, where its driver builds."""
-        driver = memory.load()
-        if self.variant != "memory" or isinstance(driver, str):
+        driver = memory.load() if self.variant == "memory" else None
+        if driver is None or isinstance(driver, str):
             return []
         a, b, c, threads = self.a, self.b, self.c, self.threads
 
