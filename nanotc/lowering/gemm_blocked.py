@@ -4,7 +4,8 @@
     for jc in N step nc:                 B block: kc x nc, packed once per (jc, pc)
       for pc in K step kc:               the K blocks accumulate into C (beta 1 after the
                                          first)
-        pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels)
+        pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels;
+                                         none for bf16 pairs of an op(B) that runs along K)
         for ic in M step mc:             A block: mc x kc, stays in L2
           pack op(A)[ic:, pc:] in mr-row panels (contiguous mr x kc panels)
           register tiles of the mc x nc block, each a `tile.gemm` nanokernel reading one
@@ -13,8 +14,10 @@
 bf16 operands into an f32 C, on a target whose `vdpbf16ps` outruns FMAs, stay bf16 in the
 packs: op(A)'s panels in the VNNI layout (`tile.pack.pairs`: two K values of a row adjacent),
 so the nanokernels load A's pairs instead of interleaving two columns at every column of
-tiles, and op(B) as K-contiguous columns (a K pair is one 32-bit broadcast) in one panel of
-kc rows. Elsewhere the packs widen to C's type and the nanokernels use FMAs.
+tiles. Where op(B) runs along K in memory, each of its K pairs is already one 32-bit word:
+the tiles broadcast the pairs from B itself and B is not packed (`reads_b_in_place`: tiles at
+most half an L1 set's ways wide). Otherwise op(B) is packed as K-contiguous columns in one
+panel of kc rows. Elsewhere the packs widen to C's type and the nanokernels use FMAs.
 
 Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
 most half of L1 (and, where K takes several blocks, the B panel and one A panel fit L1
@@ -40,7 +43,7 @@ from nanotc.lowering.choices import (
     register_tile_for,
     signature,
 )
-from nanotc.lowering.gemm_pairs import dot_pairs, pair_panel
+from nanotc.lowering.gemm_pairs import b_columns, dot_pairs, pair_panel
 from nanotc.lowering.gemm_tiles import (
     Index,
     epilogue_registers,
@@ -49,7 +52,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_block,
 )
 from nanotc.lowering.nanokernel import row_stride_is_unit
-from nanotc.lowering.register_tile import RegisterTile
+from nanotc.lowering.register_tile import RegisterTile, TileModel, choose, choose_narrow
 from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
@@ -154,8 +157,10 @@ def tile_gemm_blocked(
     reserved = blocked_reserved(g)
     sig = signature(g, BLOCKED, (m, n, k), reserved)
     # blocks have any size, so the model assumes large (dynamic) extents
-    tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved)
+    model = blocked_tile_model(g, target)
+    tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved, model)
     pairs = dot_pairs(g, target)
+    b_in_place = reads_b_in_place(g, target, tile)
     packed = packed_element(g, target)
     override = blocking_override(options, sig, tile)
     blocks = Blocking(*override) if override else blocking(target, packed, tile, k, n)
@@ -167,16 +172,18 @@ def tile_gemm_blocked(
         b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     kc = blocks.kc + blocks.kc % 2  # room for an odd block's zero-padded last pair
     a_pack = b.alloca(MemRefType.packed(packed, [_capacity(m, blocks.mc, tile.mr) * kc]))
-    b_pack = b.alloca(MemRefType.packed(packed, [kc * _capacity(n, blocks.nc, tile.nr)]))
+    b_pack = None
+    if not b_in_place:
+        b_pack = b.alloca(MemRefType.packed(packed, [kc * _capacity(n, blocks.nc, tile.nr)]))
     with b.for_(0, extent_n, blocks.nc) as (outer, jc):
         nb = block_extent(outer, extent_n, jc, blocks.nc)
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
             kb = block_extent(middle, extent_k, pc, blocks.kc)
             beta = block_beta(middle, g, pc, extent_k, blocks.kc)
-            if pairs:  # K-contiguous columns, zero past kb: one panel of kc rows
+            if b_pack is not None and pairs:  # K-contiguous columns, zero past kb: one panel
                 middle.add(TilePack, trans=g.trans_b, source=g.b, row=pc, col=jc, rows=kb,
                            cols=nb, panel=kc, target=b_pack)  # fmt: skip
-            else:
+            elif b_pack is not None:
                 flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
                 middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
                            panel=tile.nr, target=b_pack)  # fmt: skip
@@ -184,10 +191,37 @@ def tile_gemm_blocked(
                 mb = block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, pairs=pairs, source=g.a, row=ic, col=pc,
                           rows=mb, cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
-                panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc), beta,
+                panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc, pc), beta,
                                  kc if pairs else None)  # fmt: skip
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
+
+
+def reads_b_in_place(g: Gemm, target: Target, tile: RegisterTile) -> bool:
+    """Whether the tiles broadcast op(B)'s K pairs from B itself rather than from a packed
+    copy: bf16 pairs whose op(B) runs along K in memory, so each pair is one 32-bit word of
+    B, for a tile at most `in_place_columns` wide (a tuned wider one packs). The pack read
+    and wrote all of B once more per K block (512x2048x2048: 8 MiB each way, about 4% of
+    the layer); read in place, the 512x1024x1024 layer ran 1.04-1.05x faster, 512x2048x2048
+    1.00-1.01x on one thread and 1.05x on two, 128x4096x2048 1.10x (docs/benchmarks.md)."""
+    unit_k = dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b)
+    return unit_k and tile.nr <= in_place_columns(target)
+
+
+def in_place_columns(target: Target) -> int:
+    """How many of B's columns a tile reading B in place may take: half the ways of an L1
+    set. Columns whose stride is a multiple of 4 KiB (a leading dimension of 2048 bf16)
+    fall into the same sets, and A's panels stream through those sets too: 13 columns at
+    that stride ran 0.94x of the packed B on two threads, 6 columns 1.05x."""
+    return max(1, target.l1_ways // 2)
+
+
+def blocked_tile_model(g: Gemm, target: Target) -> TileModel:
+    """The register tile model of the blocked path: the analytical choice, only as narrow
+    as `in_place_columns` where op(B) could be read in place."""
+    if dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b):
+        return choose_narrow(in_place_columns(target))
+    return choose
 
 
 def packed_element(g: Gemm, target: Target) -> ScalarType:
@@ -239,15 +273,16 @@ def _capacity(extent: int | None, block: int, multiple: int) -> int:
 
 
 class _Panels:
-    """Makes the nanokernel of one register tile read packed panels."""
+    """Makes the nanokernel of one register tile read packed panels (and B where it lies,
+    where no B pack is given)."""
 
-    def __init__(self, g: Gemm, tile: RegisterTile, packs: tuple[Value, Value], kb: Value,
-                 corner: tuple[Value, Value], beta: Value,
+    def __init__(self, g: Gemm, tile: RegisterTile, packs: tuple[Value, Value | None],
+                 kb: Value, corner: tuple[Value, Value, Value], beta: Value,
                  pairs_of: int | None = None):  # fmt: skip
         self.g, self.tile = g, tile
         self.a_pack, self.b_pack = packs
         self.kb = kb
-        self.ic, self.jc = corner
+        self.ic, self.jc, self.pc = corner  # the block's first row, column and K
         self.beta = beta
         self.pairs_of = pairs_of  # the B panel's rows where the packs hold pairs
 
@@ -259,10 +294,12 @@ class _Panels:
         )
         pairs = self.pairs_of is not None
         a, bp = self._pair_panels(b, row, col, nr) if pairs else self._panels(b, row, col, nr)
+        in_place = self.b_pack is None
+        trans_b = self.g.trans_b if in_place else Transpose.N if pairs else Transpose.T
         b.add(
-            TileGemm, trans_a=Transpose.N, trans_b=Transpose.N if pairs else Transpose.T,
-            atomic=self.g.atomic, pairs=pairs, padded=pairs, alpha=self.g.alpha, a=a, b=bp,
-            beta=self.beta, c=c, row=0, col=0, rows=rows, mr=mr, nr=nr,
+            TileGemm, trans_a=Transpose.N, trans_b=trans_b, atomic=self.g.atomic, pairs=pairs,
+            padded=pairs and not in_place, alpha=self.g.alpha, a=a, b=bp, beta=self.beta, c=c,
+            row=0, col=0, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
     def _panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
@@ -278,10 +315,14 @@ class _Panels:
         return a, b.subview(bp, [0, 0], [nr, "?"])
 
     def _pair_panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
-        """op(A)'s VNNI panel (2 mr x K pairs) and op(B)'s kb x nr columns (stride kc)."""
+        """op(A)'s VNNI panel (2 mr x K pairs) and op(B)'s kb x nr columns (stride kc in the
+        pack, or where they lie in B)."""
         assert self.pairs_of is not None
         k_pairs = b.index(BinaryOp.DIV, b.index(BinaryOp.ADD, self.kb, 1), 2)
         a = pair_panel(b, self.a_pack, row, k_pairs, self.tile.mr)
+        if self.b_pack is None:
+            first = b.index(BinaryOp.ADD, self.jc, col)
+            return a, b_columns(b, self.g, first, nr, self.kb, self.pc)
         kc = self.pairs_of
         columns = self._panel(b, self.b_pack, b.index(BinaryOp.MUL, col, kc), kc, nr)
         return a, b.subview(columns, [0, 0], [self.kb, nr])

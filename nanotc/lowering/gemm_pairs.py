@@ -61,11 +61,11 @@ def pair_panel(b: Builder, pack: Value, row: Index, k_pairs: Index, mr: int) -> 
     return b.add(Expand, source=flat, mode=0, shape=[2 * mr, k_pairs])
 
 
-def b_columns(b: Builder, g: Gemm, col: Index, nr: int, k: Index) -> Value:
-    """op(B)'s columns col .. col + nr as a view of B."""
+def b_columns(b: Builder, g: Gemm, col: Index, nr: int, k: Index, first_k: Index = 0) -> Value:
+    """op(B)'s columns col .. col + nr, rows first_k .. first_k + k, as a view of B."""
     if g.trans_b is Transpose.T:
-        return b.subview(g.b, [col, 0], [nr, k])
-    return b.subview(g.b, [0, col], [k, nr])
+        return b.subview(g.b, [col, first_k], [nr, k])
+    return b.subview(g.b, [first_k, col], [k, nr])
 
 
 def tiles_on_pairs(g: Gemm, tile: RegisterTile, extents: tuple[int, int, int],

@@ -136,6 +136,24 @@ def choose(
 TileModel = Callable[[Target, ScalarType, int | None, int | None, int | None, int], RegisterTile]
 """A register tile choice: (target, element, m, n, k, reserved) -> tile."""
 
+
+def choose_narrow(max_columns: int) -> TileModel:
+    """The analytical choice among the tiles at most `max_columns` wide."""
+
+    def model(
+        target: Target,
+        element: ScalarType,
+        m: int | None,
+        n: int | None,
+        k: int | None,
+        reserved: int = 0,
+    ) -> RegisterTile:
+        options = ranked(target, element, m, n, k, reserved)
+        return next((t for t in options if t.nr <= max_columns), options[0])
+
+    return model
+
+
 TIE = 0.01  # estimates this close are the model's tie: it cannot tell such tiles apart
 
 

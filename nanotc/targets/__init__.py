@@ -35,6 +35,7 @@ class Target:
     # for FMAs is faster and AMX tiles take the large bf16 gemms
     bf16_dot_rate: float = 2.0
     l1_bytes: int = 32 * 1024  # data cache per core
+    l1_ways: int = 8  # its associativity: lines of one set
     l2_bytes: int = 1024 * 1024
     line_bytes: int = 64  # cache line
 
@@ -59,6 +60,7 @@ AVX512 = Target(
     bf16_dot=True,
     amx=False,
     l1_bytes=48 * 1024,
+    l1_ways=12,
     l2_bytes=2 * 1024 * 1024,
 )
 AVX2 = Target(
@@ -114,8 +116,9 @@ def host() -> Target:
         bf16_dot=avx512 and "avx512bf16" in has,
         amx={"amx-tile", "amx-bf16"} <= has and _amx_permitted(),
         bf16_dot_rate=0.5 if "amx-bf16" in has else 2.0,
-        l1_bytes=_cache_bytes(1, 32 * 1024),
-        l2_bytes=_cache_bytes(2, 1024 * 1024),
+        l1_bytes=_cache_size(1, 32 * 1024),
+        l1_ways=_cache_ways(1, 8),
+        l2_bytes=_cache_size(2, 1024 * 1024),
     )
 
 
@@ -126,8 +129,22 @@ def _amx_permitted() -> bool:
     return amx.available()
 
 
-def _cache_bytes(level: int, default: int) -> int:
-    """Size of this CPU's data (or unified) cache of one level, from Linux sysfs."""
+def _cache_size(level: int, default: int) -> int:
+    """Bytes of this CPU's data (or unified) cache of one level."""
+    text = _cache_property(level, "size") or ""
+    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+    digits = text.rstrip("KM")
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else default
+
+
+def _cache_ways(level: int, default: int) -> int:
+    """Associativity of this CPU's data (or unified) cache of one level."""
+    text = _cache_property(level, "ways_of_associativity") or ""
+    return int(text) if text.isdigit() and int(text) > 0 else default
+
+
+def _cache_property(level: int, name: str) -> str | None:
+    """One property of this CPU's data (or unified) cache of one level, from Linux sysfs."""
     from pathlib import Path
 
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
@@ -136,12 +153,10 @@ def _cache_bytes(level: int, default: int) -> int:
                 continue
             if (index / "type").read_text().strip() == "Instruction":
                 continue
-            text = (index / "size").read_text().strip()
+            return (index / name).read_text().strip()
         except OSError:
             continue
-        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
-        return int(text.rstrip("KM")) * scale
-    return default
+    return None
 
 
 def get(name: str | Target | None) -> Target:

@@ -57,6 +57,7 @@ from nanotc.lowering.choices import (
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import (
     blocked_reserved,
+    blocked_tile_model,
     blocking,
     needs_blocking,
     packed_element,
@@ -259,7 +260,7 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
     extents = gemm_extents(g)
     if path == BLOCKED:
         reserved = blocked_reserved(g)
-        tile = choose(target, element, None, None, None, reserved)
+        tile = blocked_tile_model(g, target)(target, element, None, None, None, reserved)
         packed = packed_element(g, target)
         blocks = blocking(target, packed, tile, extents[2], extents[1])
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))

@@ -6,11 +6,15 @@ from __future__ import annotations
 import re
 from functools import cache
 
+import numpy as np
 import pytest
 
 import nanotc
 from nanotc.codegen import asm
 from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS
+from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
+from nanotc.targets import Target, get
+from nanotc.tuning.tuner import Site, gemm_sites
 
 W2_SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35),
              (20, 9, 20), (64, 64, 256)]  # fmt: skip
@@ -33,6 +37,13 @@ def batched_gemm(dt: str, m: int, n: int, k: int) -> str:
   %c = subview %C[:,:,%g] : {c}
   gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{dt}x{m}x{k}>, memref<{dt}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
 }}"""
+
+
+def blocked_site(text: str, target: Target) -> Site:
+    """The blocked path's gemm site of kernel `k` (launched on arrays past half of L2)."""
+    large = [np.empty(target.l2_bytes, np.uint8)]
+    sites = gemm_sites(nanotc.load(text).function("k"), target, large)
+    return next(site for site in sites if site.signature.path == BLOCKED)
 
 
 @cache
@@ -343,8 +354,9 @@ def test_long_bf16_k_loops_unpack_a_within_lanes(shape: tuple[int, int, int],
 
 
 def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
-    """The blocked path keeps bf16 in its packs, A in VNNI pairs: the K loop of the full
-    tiles is vdpbf16ps on zmm fed by plain loads of A's pairs and broadcasts of B's, with no
+    """The blocked path keeps bf16 in A's pack, in VNNI pairs, and reads the pairs of a
+    column-major B where they lie: the K loop of the full tiles is vdpbf16ps on zmm fed by
+    plain loads of A's pairs and one broadcast from each of B's columns, with no
     interleaving shuffle and nothing spilled (the shuffles happen once, in A's pack)."""
     a, c = "memref<bf16x1024x1024>", "memref<f32x1024x1024>"  # A and B over half of L2
     text = f"""func @k(%A: {a}, %B: {a}, %C: {c}) {{
@@ -352,12 +364,14 @@ def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
 }}"""
     tiled = nanotc.compile(text, target="avx512").tiled()
     assert "tile.pack.n.pairs %A" in tiled and "tile.gemm.n.n.pairs" in tiled
+    assert not re.search(r"tile\.pack\S* %B", tiled)
     loops = [loop for loop in asm.hot_loops(assembly(text, "avx512"), "k", "vdpbf16ps")
              if loop.count("vdpbf16ps") >= 24]  # fmt: skip
     assert loops
     for loop in loops:
         dots = [i for i in loop.instructions if i.startswith("vdpbf16ps")]
         assert all("%zmm" in i for i in dots)
+        assert loop.count("vbroadcastss") == len(dots) // 4  # a 64-row tile: 4 vectors
         assert not [i for i in loop.instructions if i.startswith(("vperm", "vpunpck", "vpshuf"))]
         assert loop.stack_accesses() == []
 
@@ -377,14 +391,20 @@ def test_packed_pairs_leave_the_k_loop_without_shuffles() -> None:
 def test_whole_panels_pack_without_masks() -> None:
     """A pack copies a whole panel (kb rows of B, known only at run time) with unmasked
     vectors: the masks of a panel of over eight vectors would not fit the k registers and
-    were reloaded from the stack for every vector."""
+    were reloaded from the stack for every vector. (B is packed here because a tuned tile
+    of 13 columns is too wide to read it in place.)"""
     a, c = "memref<bf16x?x?>", "memref<f32x?x?>"
     text = f"""func @k(%A: {a}, %B: {a}, %C: {c}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {a}, f32, {c}
 }}"""
+    site = blocked_site(text, get("avx512"))
+    wide = CompileOptions.of({site.key: GemmChoice((2, 13))})
+    compilation = nanotc.compile(text, target="avx512", options=wide)
+    assert re.search(r"tile\.pack\S* %B", compilation.tiled())
+    code = compilation.assembly()
     copies = [
         loop
-        for loop in asm.hot_loops(assembly(text, "avx512"), "k", "vmovups")
+        for loop in asm.hot_loops(code, "k", "vmovups")
         if loop.count("vmovups") >= 16 and not loop.count("vdpbf16ps")
     ]
     assert any(

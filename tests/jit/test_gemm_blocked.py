@@ -1,8 +1,8 @@
 """GEMM on operands larger than the caches: the choice of the blocked path (packed A and B
 panels around the nanokernels), statically and at run time, and its results against numpy
 for every transpose, f32 and f64, extents that leave partial cache blocks, partial register
-panels and K tails, on every target; and a B whose K stride is not 1 (packed element by
-element)."""
+panels and K tails, on every target; a B whose K stride is not 1 (packed element by
+element); bf16 pairs, with B read in place where it runs along K."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import nanotc
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, MAX_KC, blocking
-from nanotc.lowering.register_tile import RegisterTile
-from nanotc.targets import get
+from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
+from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, MAX_KC, blocking, in_place_columns
+from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, ranked
+from nanotc.targets import Target, get
+from nanotc.tuning.tuner import Site, gemm_sites
 
 from .helpers import compiled
 
@@ -32,6 +35,13 @@ def gemm_text(ty: str, ta: str, tb: str, shapes: tuple[str, str, str]) -> str:
     return f"""func @k(%alpha: {ty}, %A: {a}, %B: {b}, %beta: {ty}, %C: {c}) {{
   gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : {ty}, {a}, {b}, {ty}, {c}
 }}"""
+
+
+def blocked_site(text: str, target: Target) -> Site:
+    """The blocked path's gemm site of kernel `k` (launched on arrays past half of L2)."""
+    large = [np.empty(target.l2_bytes, np.uint8)]
+    sites = gemm_sites(nanotc.load(text).function("k"), target, large)
+    return next(site for site in sites if site.signature.path == BLOCKED)
 
 
 def operands(rng, ty: str, ta: str, tb: str, m: int, n: int, k: int):
@@ -207,25 +217,80 @@ def bf16_operands(rng, ta: str, tb: str, m: int, n: int, k: int):
     [(700, 300, 1201), (1100, 70, 511)],  # K blocks 512, 512, 177; one odd block
     ids=str,
 )
-def test_bf16_blocked_gemm_packs_vnni_pairs(
+def test_bf16_blocked_gemm_on_vnni_pairs(
     ta: str, tb: str, shape: tuple[int, int, int], rng
 ) -> None:
-    """bf16 into f32 on AVX512-BF16: packs of bf16, A in VNNI pairs (zero-padded past an odd
-    K block and past the rows), B in K-contiguous columns; f32 accumulation, so the result
-    matches float64 on the same bf16 values to f32 roundoff. Transposed operands take the
-    element-by-element packs; alpha and beta general. Both packs zero the pair past an odd
-    K, so the tiles (`.padded`) run the odd block's last pair whole."""
+    """bf16 into f32 on AVX512-BF16: A packed in bf16 VNNI pairs (zero-padded past an odd K
+    block and past the rows); f32 accumulation, so the result matches float64 on the same
+    bf16 values to f32 roundoff. alpha and beta general. A column-major B runs along K: the
+    tiles read its pairs where they lie, no wider than half an L1 set's ways, and an odd
+    block ends with a half step. A transposed B is packed element by element into
+    K-contiguous columns, zero past an odd K, so those tiles (`.padded`) run the odd
+    block's last pair whole."""
     m, n, k = shape
     a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?>", "memref<f32x?x?>"
     compilation = compiled(f"""func @k(%alpha: f32, %A: {a_t}, %B: {b_t}, %beta: f32, %C: {c_t}) {{
   gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a_t}, {b_t}, f32, {c_t}
 }}""", "avx512")  # fmt: skip
     tiled = compilation.tiled()
-    assert f"tile.pack.{ta}.pairs %A" in tiled and "tile.gemm.n.n.pairs.padded" in tiled
+    assert f"tile.pack.{ta}.pairs %A" in tiled
+    in_place = tb == "n"
+    assert bool(re.search(r"tile\.pack\S* %B", tiled)) is not in_place
+    assert ("tile.gemm.n.n.pairs.padded" in tiled) is not in_place
+    if in_place:
+        widths = {int(w) for w in re.findall(r"tile\.gemm\.n\.n\.pairs .* tile \d+ x (\d+)", tiled)}
+        assert widths and max(widths) <= in_place_columns(get("avx512"))
     a, b, c = bf16_operands(rng, ta, tb, m, n, k)
     want = expected(a, b, c, ta, tb, 1.5, -0.5)
     compilation["k"](1.5, a, b, -0.5, c, group_size=1)
     check(c, want, "f32", k)
+
+
+def test_bf16_b_running_along_k_in_rows_is_read_in_place(rng) -> None:
+    """gemm.n.t on a row-major B (N x K, K contiguous) reads B's pairs in place too, with
+    an odd last K block (1201 = 512 + 512 + 177) and partial tiles in M and N."""
+    m, n, k = 700, 301, 1201
+    a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?,strided<?,1>>", "memref<f32x?x?>"
+    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.t 1.0, %A, %B, 1.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+}}""", "avx512")  # fmt: skip
+    tiled = compilation.tiled()
+    assert "tile.gemm.n.t.pairs " in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+    a, _, c = bf16_operands(rng, "n", "n", m, n, k)
+    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16))
+    want = expected(a, b, c, "n", "t", 1.0, 1.0)
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, "f32", k)
+
+
+def test_bf16_b_with_a_k_stride_or_a_wide_tuned_tile_is_packed() -> None:
+    """B's pairs are read in place only where they are 32-bit words of B (a K stride of 1)
+    and the tile is at most `in_place_columns` wide: a B whose K stride is 2, and a tuned
+    tile of 13 columns, pack B."""
+    target = get("avx512")
+    a_t, c_t = "memref<bf16x?x?>", "memref<f32x?x?>"
+
+    def text(b_t: str) -> str:
+        return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+}}"""
+
+    strided = compiled(text("memref<bf16x?x?,strided<2,?>>"), "avx512").tiled()
+    assert re.search(r"tile\.pack\S* %B", strided) and "tile 32 x 13" in strided
+    site = blocked_site(text(a_t), target)
+    assert site.analytical.tile is not None and site.analytical.tile[1] <= in_place_columns(target)
+    wide = CompileOptions.of({site.key: GemmChoice((2, 13))})
+    tiled = nanotc.compile(text(a_t), target, options=wide).tiled()
+    assert re.search(r"tile\.pack\S* %B", tiled) and "tile.gemm.n.n.pairs.padded" in tiled
+
+
+def test_in_place_b_takes_at_most_half_the_l1_ways() -> None:
+    """The narrow tile model keeps the analytical order among tiles at most that wide."""
+    target = get("avx512")
+    assert in_place_columns(target) == target.l1_ways // 2 == 6
+    narrow = choose_narrow(6)(target, ScalarType.F32, None, None, None, 0)
+    assert narrow.nr <= 6 < choose(target, ScalarType.F32, None, None, None, 0).nr
+    assert narrow == next(t for t in ranked(target, ScalarType.F32, None, None, None) if t.nr <= 6)
 
 
 def test_bf16_blocked_gemm_with_beta_zero_never_reads_c(rng) -> None:

@@ -1,0 +1,49 @@
+"""Target descriptions: the host's caches as Linux reports them, defaults where it does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nanotc import targets
+
+SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def l1_data_cache() -> Path | None:
+    for index in sorted(SYSFS.glob("index*")):
+        level, kind = (index / "level").read_text(), (index / "type").read_text()
+        if int(level) == 1 and kind.strip() != "Instruction":
+            return index
+    return None
+
+
+@pytest.mark.skipif(l1_data_cache() is None, reason="Linux reports no L1 data cache here")
+def test_host_l1_matches_sysfs() -> None:
+    index = l1_data_cache()
+    assert index is not None
+    ways = int((index / "ways_of_associativity").read_text())
+    size = (index / "size").read_text().strip()
+    host = targets.host()
+    assert host.l1_ways == ways and host.l1_bytes == int(size.rstrip("K")) * 1024
+
+
+@pytest.mark.parametrize("reported", [None, "0", "", "fully", "K"])
+def test_unreported_or_unusable_caches_fall_back_to_the_defaults(
+    reported: str | None, monkeypatch
+) -> None:
+    monkeypatch.setattr(targets, "_cache_property", lambda level, name: reported)
+    assert targets._cache_ways(1, 8) == 8
+    assert targets._cache_size(1, 32 * 1024) == 32 * 1024
+
+
+@pytest.mark.parametrize(("reported", "size"), [("48K", 48 * 1024), ("1M", 1 << 20), ("512", 512)])
+def test_cache_sizes_read_with_their_unit(reported: str, size: int, monkeypatch) -> None:
+    monkeypatch.setattr(targets, "_cache_property", lambda level, name: reported)
+    assert targets._cache_size(2, 1) == size
+
+
+def test_built_in_targets_describe_their_l1() -> None:
+    assert targets.get("avx512").l1_ways == 12  # 48 KiB, 12 ways (Ice Lake onwards)
+    assert targets.get("avx2").l1_ways == 8
