@@ -180,13 +180,8 @@ def tile_gemm_blocked(
         with outer.for_(0, extent_k, blocks.kc) as (middle, pc):
             kb = block_extent(middle, extent_k, pc, blocks.kc)
             beta = block_beta(middle, g, pc, extent_k, blocks.kc)
-            if b_pack is not None and pairs:  # K-contiguous columns, zero past kb: one panel
-                middle.add(TilePack, trans=g.trans_b, source=g.b, row=pc, col=jc, rows=kb,
-                           cols=nb, panel=kc, target=b_pack)  # fmt: skip
-            elif b_pack is not None:
-                flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
-                middle.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb,
-                           panel=tile.nr, target=b_pack)  # fmt: skip
+            if b_pack is not None:
+                _pack_b(middle, g, b_pack, (pc, jc, kb, nb), kc if pairs else None, tile.nr)
             with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
                 mb = block_extent(inner, extent_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, pairs=pairs, source=g.a, row=ic, col=pc,
@@ -197,15 +192,33 @@ def tile_gemm_blocked(
     return b.region.instructions
 
 
+def _pack_b(b: Builder, g: Gemm, target: Value, block: tuple[Value, Value, Index, Index],
+            pairs_of: int | None, nr: int) -> None:  # fmt: skip
+    """op(B)'s kb x nb block at (pc, jc) into `target`: bf16 pairs as K-contiguous columns
+    in one panel of `pairs_of` (kc) rows, zero past kb; otherwise op(B)^T in nr-row panels."""
+    pc, jc, kb, nb = block
+    if pairs_of is not None:
+        b.add(TilePack, trans=g.trans_b, source=g.b, row=pc, col=jc, rows=kb, cols=nb,
+              panel=pairs_of, target=target)  # fmt: skip
+        return
+    flip = Transpose.N if g.trans_b is Transpose.T else Transpose.T
+    b.add(TilePack, trans=flip, source=g.b, row=jc, col=pc, rows=nb, cols=kb, panel=nr,
+          target=target)  # fmt: skip
+
+
+def b_pairs_are_words(g: Gemm, target: Target) -> bool:
+    """bf16 pairs whose op(B) runs along K in memory: each K pair is one 32-bit word of B."""
+    return dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b)
+
+
 def reads_b_in_place(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     """Whether the tiles broadcast op(B)'s K pairs from B itself rather than from a packed
-    copy: bf16 pairs whose op(B) runs along K in memory, so each pair is one 32-bit word of
-    B, for a tile at most `in_place_columns` wide (a tuned wider one packs). The pack read
-    and wrote all of B once more per K block (512x2048x2048: 8 MiB each way, about 4% of
-    the layer); read in place, the 512x1024x1024 layer ran 1.04-1.05x faster, 512x2048x2048
-    1.00-1.01x on one thread and 1.05x on two, 128x4096x2048 1.10x (docs/benchmarks.md)."""
-    unit_k = dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b)
-    return unit_k and tile.nr <= in_place_columns(target)
+    copy: where its pairs are words of B (`b_pairs_are_words`), for a tile at most
+    `in_place_columns` wide (a tuned wider one packs). The pack read and wrote all of B once
+    more per K block (512x2048x2048: 8 MiB each way, about 4% of the layer); read in place,
+    the 512x1024x1024 layer ran 1.04-1.05x faster, 512x2048x2048 1.00-1.01x on one thread
+    and 1.05x on two, 128x4096x2048 1.10x (docs/benchmarks.md)."""
+    return b_pairs_are_words(g, target) and tile.nr <= in_place_columns(target)
 
 
 def in_place_columns(target: Target) -> int:
@@ -219,7 +232,7 @@ def in_place_columns(target: Target) -> int:
 def blocked_tile_model(g: Gemm, target: Target) -> TileModel:
     """The register tile model of the blocked path: the analytical choice, only as narrow
     as `in_place_columns` where op(B) could be read in place."""
-    if dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b):
+    if b_pairs_are_words(g, target):
         return choose_narrow(in_place_columns(target))
     return choose
 
