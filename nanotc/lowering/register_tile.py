@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target
@@ -128,9 +129,13 @@ def choose(
     n: int | None,
     k: int | None,
     reserved: int = 0,
+    max_columns: int | None = None,
 ) -> RegisterTile:
-    """The analytical choice."""
-    return ranked(target, element, m, n, k, reserved)[0]
+    """The analytical choice (among the tiles at most `max_columns` wide, where given)."""
+    options = ranked(target, element, m, n, k, reserved)
+    if max_columns is None:
+        return options[0]
+    return next((t for t in options if t.nr <= max_columns), options[0])
 
 
 TileModel = Callable[[Target, ScalarType, int | None, int | None, int | None, int], RegisterTile]
@@ -139,19 +144,7 @@ TileModel = Callable[[Target, ScalarType, int | None, int | None, int | None, in
 
 def choose_narrow(max_columns: int) -> TileModel:
     """The analytical choice among the tiles at most `max_columns` wide."""
-
-    def model(
-        target: Target,
-        element: ScalarType,
-        m: int | None,
-        n: int | None,
-        k: int | None,
-        reserved: int = 0,
-    ) -> RegisterTile:
-        options = ranked(target, element, m, n, k, reserved)
-        return next((t for t in options if t.nr <= max_columns), options[0])
-
-    return model
+    return partial(choose, max_columns=max_columns)
 
 
 TIE = 0.01  # estimates this close are the model's tie: it cannot tell such tiles apart
