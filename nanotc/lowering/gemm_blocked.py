@@ -5,7 +5,7 @@
       for pc in K step kc:               the K blocks accumulate into C (beta 1 after the
                                          first)
         pack op(B)[pc:, jc:] as op(B)^T in nr-row panels (contiguous kc x nr panels;
-                                         none for bf16 pairs of an op(B) that runs along K)
+                                         none for an op(B) that runs along K)
         for ic in M step mc:             A block: mc x kc, stays in L2
           pack op(A)[ic:, pc:] in mr-row panels (contiguous mr x kc panels)
           register tiles of the mc x nc block, each a `tile.gemm` nanokernel reading one
@@ -14,14 +14,17 @@
 bf16 operands into an f32 C, on a target whose `vdpbf16ps` outruns FMAs, stay bf16 in the
 packs: op(A)'s panels in the VNNI layout (`tile.pack.pairs`: two K values of a row adjacent),
 so the nanokernels load A's pairs instead of interleaving two columns at every column of
-tiles. Where op(B) runs along K in memory, each of its K pairs is already one 32-bit word:
-the tiles broadcast the pairs from B itself and B is not packed (`reads_b_in_place`: tiles at
-most half an L1 set's ways wide). Otherwise op(B) is packed as K-contiguous columns in one
-panel of kc rows. Elsewhere the packs widen to C's type and the nanokernels use FMAs.
+tiles, and op(B) is packed as K-contiguous columns in one panel of kc rows. Elsewhere the
+packs widen to C's type and the nanokernels use FMAs.
+
+Where op(B) runs along K in memory in the element the tiles read (C's type, or bf16 pairs,
+each K pair one 32-bit word), the tiles broadcast from B itself and B is not packed
+(`reads_b_in_place`: tiles at most half an L1 set's ways wide).
 
 Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
 most half of L1 (and, where K takes several blocks, the B panel and one A panel fit L1
-together), the packed A block (mc x kc) half of L2, the packed B block a few MiB.
+together, unless B is read in place and C is larger than L2), the packed A block (mc x kc)
+half of L2, the packed B block a few MiB.
 Packing also makes transposed and strided operands contiguous.
 """
 
@@ -77,6 +80,9 @@ def blocking(
     tile: RegisterTile,
     k: int | None = None,
     n: int | None = None,
+    *,
+    m: int | None = None,
+    b_in_place: bool = False,
 ) -> Blocking:
     """Block sizes from the caches. A static K that one block does not cover is split into
     equal K blocks, so no block is a short remainder whose nanokernels spend most of their
@@ -101,13 +107,25 @@ def blocking(
     kc = max(64, min(deepest, int(budget) // (tile.nr * size)) // 8 * 8)
     if k is not None and k > kc:
         panels = int(target.l1_bytes * L1_SHARE_OF_PANELS) // ((tile.mr + tile.nr) * size)
-        blocks = -(-k // max(64, kc if pairs else min(kc, panels)))
+        if pairs or (b_in_place and _c_exceeds_l2(target, m, n, size)):
+            panels = kc
+        blocks = -(-k // max(64, min(kc, panels)))
         kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
     if n is not None and nc < n <= nc * ONE_BLOCK_OF_N:
         nc = -(-n // tile.nr) * tile.nr
     return Blocking(mc, kc, nc)
+
+
+def _c_exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool:
+    """Whether C (of unknown size: assumed large) is larger than L2. Then a pass over C, one
+    per K block, reads and writes it in L3 or memory. On AVX-512 the tiles that read B in
+    place are 64 rows tall (f32 64 x 6), so K blocks whose A and B panels fit L1 together
+    are short (kc 152): at f32 2048^3 those passes cost more than B's columns reread from L2
+    (0.97x against the packed B; in blocks of 512, 1.00-1.02x), while with C in L2 the short
+    blocks still pay (784x128x1152: 1.02-1.07x with them, 0.97-0.99x without)."""
+    return m is None or n is None or m * n * size > target.l2_bytes
 
 
 def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
@@ -163,7 +181,11 @@ def tile_gemm_blocked(
     b_in_place = reads_b_in_place(g, target, tile)
     packed = packed_element(g, target)
     override = blocking_override(options, sig, tile)
-    blocks = Blocking(*override) if override else blocking(target, packed, tile, k, n)
+    blocks = (
+        Blocking(*override)
+        if override
+        else blocking(target, packed, tile, k, n, m=m, b_in_place=b_in_place)
+    )
     b = Builder(Region())
     extent_m, extent_n, extent_k = extent_values(b, g)
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
@@ -206,19 +228,27 @@ def _pack_b(b: Builder, g: Gemm, target: Value, block: tuple[Value, Value, Index
           target=target)  # fmt: skip
 
 
-def b_pairs_are_words(g: Gemm, target: Target) -> bool:
-    """bf16 pairs whose op(B) runs along K in memory: each K pair is one 32-bit word of B."""
-    return dot_pairs(g, target) and row_stride_is_unit(g.b.type, g.trans_b)
+def b_runs_along_k(g: Gemm, target: Target) -> bool:
+    """Whether op(B)'s columns run along K in memory in the element the tiles read: C's type,
+    or bf16 pairs (`dot_pairs`), each K pair then one 32-bit word of B."""
+    return row_stride_is_unit(g.b.type, g.trans_b) and g.b.type.element is packed_element(g, target)
 
 
 def reads_b_in_place(g: Gemm, target: Target, tile: RegisterTile) -> bool:
-    """Whether the tiles broadcast op(B)'s K pairs from B itself rather than from a packed
-    copy: where its pairs are words of B (`b_pairs_are_words`), for a tile at most
-    `in_place_columns` wide (a tuned wider one packs). The pack read and wrote all of B once
-    more per K block (512x2048x2048: 8 MiB each way, about 4% of the layer); read in place,
-    the 512x1024x1024 layer ran 1.04-1.05x faster, 512x2048x2048 1.00-1.01x on one thread
-    and 1.05x on two, 128x4096x2048 1.10x (docs/benchmarks.md)."""
-    return b_pairs_are_words(g, target) and tile.nr <= in_place_columns(target)
+    """Whether the tiles broadcast op(B) from B itself rather than from a packed copy: where
+    it runs along K (`b_runs_along_k`), for a tile at most `in_place_columns` wide (a tuned
+    wider one packs). The pack read and wrote all of B once more per K block (bf16
+    512x2048x2048: 8 MiB each way, about 4% of the layer). Read in place, that layer ran
+    1.00-1.01x faster on one thread and 1.05x on two, 512x1024x1024 1.04-1.05x, 128x4096x2048
+    1.10x. f32 1024^3 and 2048^3 with run-time sizes ran 1.03-1.07x faster, f64 2048^3
+    1.04x, 196x256x2304 1.05-1.10x (docs/benchmarks.md)."""
+    return tile.nr <= in_place_width(g, target)
+
+
+def in_place_width(g: Gemm, target: Target) -> int:
+    """The widest tile that reads op(B) in place: `in_place_columns` where op(B) runs along K,
+    else 0 (B is packed)."""
+    return in_place_columns(target) if b_runs_along_k(g, target) else 0
 
 
 def in_place_columns(target: Target) -> int:
@@ -232,7 +262,7 @@ def in_place_columns(target: Target) -> int:
 def blocked_tile_model(g: Gemm, target: Target) -> TileModel:
     """The register tile model of the blocked path: the analytical choice, only as narrow
     as `in_place_columns` where op(B) could be read in place."""
-    if b_pairs_are_words(g, target):
+    if b_runs_along_k(g, target):
         return choose_narrow(in_place_columns(target))
     return choose
 
@@ -306,39 +336,41 @@ class _Panels:
             [rows, nr],
         )
         pairs = self.pairs_of is not None
-        a, bp = self._pair_panels(b, row, col, nr) if pairs else self._panels(b, row, col, nr)
         in_place = self.b_pack is None
         trans_b = self.g.trans_b if in_place else Transpose.N if pairs else Transpose.T
         b.add(
             TileGemm, trans_a=Transpose.N, trans_b=trans_b, atomic=self.g.atomic, pairs=pairs,
-            padded=pairs and not in_place, alpha=self.g.alpha, a=a, b=bp, beta=self.beta, c=c,
-            row=0, col=0, rows=rows, mr=mr, nr=nr,
+            padded=pairs and not in_place, alpha=self.g.alpha, a=self._a_panel(b, row),
+            b=self._b_operand(b, col, nr), beta=self.beta, c=c, row=0, col=0, rows=rows, mr=mr,
+            nr=nr,
         )  # fmt: skip
 
-    def _panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
-        """op(A)'s mr-row panel and op(B)^T's nr-row panel (from the tile's first column)."""
-        kb, full_mr, full_nr = self.kb, self.tile.mr, self.tile.nr
-        a = self._panel(b, self.a_pack, b.index(BinaryOp.MUL, row, kb), full_mr, kb)
+    def _a_panel(self, b: Builder, row: Index) -> Value:
+        """op(A)'s mr-row panel of the tile's rows: VNNI pairs (2 mr x K pairs) or mr x kb."""
+        mr = self.tile.mr
+        if self.pairs_of is not None:
+            k_pairs = b.index(BinaryOp.DIV, b.index(BinaryOp.ADD, self.kb, 1), 2)
+            return pair_panel(b, self.a_pack, row, k_pairs, mr)
+        return self._panel(b, self.a_pack, b.index(BinaryOp.MUL, row, self.kb), mr, self.kb)
+
+    def _b_operand(self, b: Builder, col: Index, nr: int) -> Value:
+        """op(B)'s kb x nr columns from the tile's first: where they lie in B, K-contiguous
+        columns of pairs (stride kc in the pack), or op(B)^T's nr-row panel."""
+        if self.b_pack is None:
+            first = b.index(BinaryOp.ADD, self.jc, col)
+            return b_columns(b, self.g, first, nr, self.kb, self.pc)
+        if self.pairs_of is not None:
+            kc = self.pairs_of
+            columns = self._panel(b, self.b_pack, b.index(BinaryOp.MUL, col, kc), kc, nr)
+            return b.subview(columns, [0, 0], [self.kb, nr])
+        kb, full_nr = self.kb, self.tile.nr
         panel = b.index(BinaryOp.DIV, col, full_nr)
         within = b.index(BinaryOp.REM, col, full_nr)
         b_start = b.index(
             BinaryOp.ADD, b.index(BinaryOp.MUL, panel, b.index(BinaryOp.MUL, kb, full_nr)), within
         )
         bp = self._panel(b, self.b_pack, b_start, full_nr, kb)
-        return a, b.subview(bp, [0, 0], [nr, "?"])
-
-    def _pair_panels(self, b: Builder, row: Index, col: Index, nr: int) -> tuple[Value, Value]:
-        """op(A)'s VNNI panel (2 mr x K pairs) and op(B)'s kb x nr columns (stride kc in the
-        pack, or where they lie in B)."""
-        assert self.pairs_of is not None
-        k_pairs = b.index(BinaryOp.DIV, b.index(BinaryOp.ADD, self.kb, 1), 2)
-        a = pair_panel(b, self.a_pack, row, k_pairs, self.tile.mr)
-        if self.b_pack is None:
-            first = b.index(BinaryOp.ADD, self.jc, col)
-            return a, b_columns(b, self.g, first, nr, self.kb, self.pc)
-        kc = self.pairs_of
-        columns = self._panel(b, self.b_pack, b.index(BinaryOp.MUL, col, kc), kc, nr)
-        return a, b.subview(columns, [0, 0], [self.kb, nr])
+        return b.subview(bp, [0, 0], [nr, "?"])
 
     def _panel(self, b: Builder, buffer: Value, start: Value, width: int, cols: Index) -> Value:
         """The `width x cols` panel at `start` of a packing buffer (column stride `width`)."""

@@ -56,9 +56,11 @@ from nanotc.lowering.choices import (
 )
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import (
+    Blocking,
     blocked_reserved,
     blocked_tile_model,
     blocking,
+    in_place_width,
     needs_blocking,
     packed_element,
 )
@@ -86,6 +88,7 @@ class Site:
     element: ScalarType
     analytical: GemmChoice
     packed: ScalarType | None = None  # what the blocked path's packs hold (block sizes)
+    in_place_width: int = 0  # the widest blocked tile that reads B in place (block sizes)
 
     @property
     def key(self) -> str:
@@ -262,9 +265,10 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         reserved = blocked_reserved(g)
         tile = blocked_tile_model(g, target)(target, element, None, None, None, reserved)
         packed = packed_element(g, target)
-        blocks = blocking(target, packed, tile, extents[2], extents[1])
+        width = in_place_width(g, target)
+        blocks = _blocking(target, packed, tile, extents, width)
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
-        return Site(signature(g, path, extents, reserved), element, choice, packed)
+        return Site(signature(g, path, extents, reserved), element, choice, packed, width)
     elif path in (K_BLOCKS, PANELS):
         reserved = blocked_reserved(g)
         tile, _ = in_place_tile(g, path, target)
@@ -274,6 +278,18 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         tile = choose(target, element, *extents, reserved)
         choice = GemmChoice((tile.mv, tile.nr))
     return Site(signature(g, path, extents, reserved), element, choice)
+
+
+def _blocking(
+    target: Target,
+    packed: ScalarType,
+    tile: RegisterTile,
+    extents: tuple[int | None, int | None, int | None],
+    width: int,
+) -> Blocking:
+    """The analytical block sizes of a blocked site for `tile`."""
+    m, n, k = extents
+    return blocking(target, packed, tile, k, n, m=m, b_in_place=tile.nr <= width)
 
 
 def _arrays_exceed(arguments: Sequence[Any], limit: int) -> bool:
@@ -304,8 +320,8 @@ def blocking_candidates(
     site: Site, tile: RegisterTile, target: Target
 ) -> list[tuple[int, int, int]]:
     """Block sizes around the analytical ones for `tile`: kc and mc halved and doubled."""
-    shape = site.signature.shape
-    base = blocking(target, site.packed or site.element, tile, shape[2], shape[1])
+    base = _blocking(target, site.packed or site.element, tile, site.signature.shape,
+                     site.in_place_width)  # fmt: skip
     out: list[tuple[int, int, int]] = []
     for kc_scale in (1.0, 0.5, 2.0):
         for mc_scale in (1.0, 0.5, 2.0):

@@ -233,7 +233,7 @@ def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
 }}"""
     k_loops = [loop for loop in asm.hot_loops(assembly(text, "avx512"), "k")
                if loop.count("vfmadd") >= 24]  # fmt: skip
-    assert k_loops and all(loop.count("prefetcht0") == 2 for loop in k_loops)  # 32 rows
+    assert k_loops and all(loop.count("prefetcht0") == 4 for loop in k_loops)  # 64 rows
     # group views by another index than the group id: no next-group prefetches either
     small_text = (
         batched_gemm("f32", 16, 16, 16)
@@ -376,6 +376,27 @@ def test_blocked_bf16_gemm_loads_packed_pairs_without_shuffles() -> None:
         assert loop.stack_accesses() == []
 
 
+@pytest.mark.parametrize(("dt", "target"), [("f32", "avx512"), ("f64", "avx512"), ("f32", "avx2")])
+def test_blocked_tiles_read_b_in_place(dt: str, target: str) -> None:
+    """The blocked path reads a column-major B where it lies: the K loop of the full tiles
+    is FMAs on full-width registers fed by loads of A's packed panel and one broadcast from
+    each of B's columns (at most half an L1 set's ways of them), nothing spilled."""
+    t = f"memref<{dt}x1024x1024>"  # A alone overflows half of L2: no direct path
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : {dt}, {t}, {t}, {dt}, {t}
+}}"""
+    tiled = nanotc.compile(text, target=target).tiled()
+    assert "tile.pack.n %A" in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+    columns = get(target).l1_ways // 2
+    broadcast = "vbroadcastsd" if dt == "f64" else "vbroadcastss"
+    loops = [loop for loop in check_hot_loops(text, target) if loop.count("vfmadd") >= 8]
+    assert loops
+    for loop in loops:
+        broadcasts = loop.count(broadcast)
+        assert 0 < broadcasts <= columns
+        assert loop.count("vfmadd") % broadcasts == 0  # every column: the tile's vectors
+
+
 def test_packed_pairs_leave_the_k_loop_without_shuffles() -> None:
     """A 64x64x8 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps
     on zmm, no interleaving shuffle and no spill (unpacked, each K pair took four vpermt2w:
@@ -433,8 +454,8 @@ def test_blocked_tiles_prefetch_c_before_their_k_loop() -> None:
     compilation = nanotc.compile(text, target="avx512")
     assert "prefetchw every line of C[tile]" in compilation.nanokernels()
     code = compilation.assembly()
-    # a 32 x 13 tile: one line per 16 rows and one for a column's last row
-    assert code.count("prefetchw") >= 13 * 3
+    # a 64 x 6 tile: one line per 16 rows and one for a column's last row
+    assert code.count("prefetchw") >= 6 * 5
     loops = asm.hot_loops(code, "k", "vfmadd")
     assert loops and not any(loop.count("prefetchw") for loop in loops)
     in_cache = nanotc.compile(batched_gemm("f32", 64, 64, 256), target="avx512")
@@ -581,7 +602,7 @@ def test_packs_are_closed_to_the_loop_vectorizer(dt: str) -> None:
     assert "vector.body" in nanotc.compile(loop, target="avx512", cache=False).optimized_ir()
 
 
-@pytest.mark.parametrize(("dt", "op"), [("f32", "n.n"), ("f64", "t.n"), ("bf16", "n.t")])
+@pytest.mark.parametrize(("dt", "op"), [("f32", "t.t"), ("f64", "t.n"), ("bf16", "n.t")])
 def test_pack_element_loops_are_not_unrolled(dt: str, op: str) -> None:
     """The packs' element-by-element loops (K tails of transposed panels, rows past a partial
     panel) are off the hot path: LLVM's unroller, left to them, copied the inner loops into

@@ -1,8 +1,9 @@
 """GEMM on operands larger than the caches: the choice of the blocked path (packed A and B
 panels around the nanokernels), statically and at run time, and its results against numpy
 for every transpose, f32 and f64, extents that leave partial cache blocks, partial register
-panels and K tails, on every target; a B whose K stride is not 1 (packed element by
-element); bf16 pairs, with B read in place where it runs along K."""
+panels and K tails, on every target; B read in place where it runs along K, by tiles at
+most half an L1 set's ways wide, else packed (a K stride of 2: element by element); the K
+blocks that follow from where B lies and how large C is; bf16 pairs."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
 from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, MAX_KC, blocking, in_place_columns
 from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, ranked
 from nanotc.targets import Target, get
-from nanotc.tuning.tuner import Site, gemm_sites
+from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
 
 from .helpers import compiled
 
@@ -71,7 +72,9 @@ def test_static_blocked_gemm(ty: str, ta: str, tb: str, rng) -> None:
     shapes = (f"{k}x{m}" if ta == "t" else f"{m}x{k}", f"{n}x{k}" if tb == "t" else f"{k}x{n}",
               f"{m}x{n}")  # fmt: skip
     compilation = compiled(gemm_text(ty, ta, tb, shapes))
-    assert "tile.pack" in compilation.tiled()
+    tiled = compilation.tiled()
+    assert f"tile.pack.{ta} %A" in tiled
+    assert bool(re.search(r"tile\.pack\S* %B", tiled)) is (tb == "t")  # else B runs along K
     want = expected(a, b, c, ta, tb, 1.5, 0.5)
     compilation["k"](1.5, a, b, 0.5, c, group_size=1)
     check(c, want, ty, k)
@@ -82,7 +85,10 @@ def test_blocked_gemm_on_narrower_targets(ty: str, target: str, rng) -> None:
     m, n, k = SHAPE
     a, b, c = operands(rng, ty, "n", "n", m, n, k)
     compilation = compiled(gemm_text(ty, "n", "n", (f"{m}x{k}", f"{k}x{n}", f"{m}x{n}")), target)
-    assert "tile.pack" in compilation.tiled()
+    tiled = compilation.tiled()
+    assert "tile.pack.n %A" in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+    widths = {int(w) for w in re.findall(r"tile\.gemm\.n\.n .* tile \d+ x (\d+)", tiled)}
+    assert widths and max(widths) <= in_place_columns(get(target))
     want = expected(a, b, c, "n", "n", 1.0, 0.0)
     compilation["k"](1.0, a, b, 0.0, c, group_size=1)
     check(c, want, ty, k)
@@ -106,6 +112,7 @@ def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
     b = big[::2, :]
     strided = "?x?,strided<?,?>"
     compilation = compiled(gemm_text("f32", "n", "n", (f"{m}x{k}", strided, f"{m}x{n}")))
+    assert re.search(r"tile\.pack\S* %B", compilation.tiled())
     want = expected(a, b, c, "n", "n", 1.0, 1.0)
     compilation["k"](1.0, a, b, 1.0, c, group_size=1)
     check(c, want, "f32", k)
@@ -161,6 +168,55 @@ def test_static_k_splits_into_equal_blocks_whose_panels_fit_l1() -> None:
         assert kc <= widest and kc % 8 == 0
         assert k - (blocks - 1) * kc > kc - 8 * blocks  # equal blocks, no short remainder
         assert (tile.mr + tile.nr) * (kc - 8) * 4 <= avx512.l1_bytes * L1_SHARE_OF_PANELS
+
+
+def test_k_blocks_stay_deep_where_b_is_read_in_place_and_c_exceeds_l2() -> None:
+    """Tiles reading B in place are tall (f32 64 x 6 on AVX-512): K blocks whose A and B
+    panels fit L1 together would pass over C every 152 steps. Where C is larger than L2 (or
+    of unknown size) the blocks stay as deep as B's panel allows; a C in L2, or a packed B,
+    keeps the rule."""
+    avx512, tile = get("avx512"), RegisterTile(4, 6, 16)
+    deepest = blocking(avx512, ScalarType.F32, tile).kc
+    assert deepest == MAX_KC
+    for m, n in ((2048, 2048), (None, 2048), (2048, None)):
+        assert blocking(avx512, ScalarType.F32, tile, 2048, n, m=m, b_in_place=True).kc == deepest
+    packed = blocking(avx512, ScalarType.F32, tile, 2048, 2048, m=2048)
+    small_c = blocking(avx512, ScalarType.F32, tile, 1152, 128, m=784, b_in_place=True)
+    for kc in (packed.kc, small_c.kc):
+        assert (tile.mr + tile.nr) * (kc - 8) * 4 <= avx512.l1_bytes * L1_SHARE_OF_PANELS
+
+
+def test_row_major_b_with_t_is_read_in_place(rng) -> None:
+    """f64 gemm.n.t on a row-major B (N x K, K contiguous): B's rows are op(B)'s columns,
+    read where they lie, with K blocks of any remainder and partial tiles in M and N."""
+    m, n, k = 700, 301, 1201
+    a_t, b_t, c_t = "memref<f64x?x?>", "memref<f64x?x?,strided<?,1>>", "memref<f64x?x?>"
+    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.t 1.0, %A, %B, 1.0, %C : f64, {a_t}, {b_t}, f64, {c_t}
+}}""", "avx512")  # fmt: skip
+    tiled = compilation.tiled()
+    assert "tile.gemm.n.t " in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+    a, _, c = operands(rng, "f64", "n", "n", m, n, k)
+    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)))
+    want = expected(a, b, c, "n", "t", 1.0, 1.0)
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, "f64", k)
+
+
+def test_tuner_blocks_around_the_lowering_choice() -> None:
+    """The tuner's blocked site proposes the tile and blocks the lowering chooses (B read in
+    place: a narrow tile, deep K blocks for a C past L2), and its block candidates start
+    from them; a tuned tile too wide to read B in place gets the packed B's blocks."""
+    target = get("avx512")
+    site = blocked_site(gemm_text("f32", "n", "n", ("2048x2048",) * 3), target)
+    assert site.in_place_width == in_place_columns(target)
+    assert site.analytical.tile is not None and site.analytical.blocking is not None
+    narrow = RegisterTile(*site.analytical.tile, 16)
+    assert blocking_candidates(site, narrow, target)[0] == site.analytical.blocking
+    assert site.analytical.blocking[1] == MAX_KC
+    wide = RegisterTile(2, 13, 16)
+    packed = blocking(target, ScalarType.F32, wide, 2048, 2048, m=2048)
+    assert blocking_candidates(site, wide, target)[0] == (packed.mc, packed.kc, packed.nc)
 
 
 def test_bf16_pairs_take_k_blocks_twice_as_deep() -> None:
