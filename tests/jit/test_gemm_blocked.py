@@ -186,23 +186,6 @@ def test_k_blocks_stay_deep_where_b_is_read_in_place_and_c_exceeds_l2() -> None:
         assert (tile.mr + tile.nr) * (kc - 8) * 4 <= avx512.l1_bytes * L1_SHARE_OF_PANELS
 
 
-def test_row_major_b_with_t_is_read_in_place(rng) -> None:
-    """f64 gemm.n.t on a row-major B (N x K, K contiguous): B's rows are op(B)'s columns,
-    read where they lie, with K blocks of any remainder and partial tiles in M and N."""
-    m, n, k = 700, 301, 1201
-    a_t, b_t, c_t = "memref<f64x?x?>", "memref<f64x?x?,strided<?,1>>", "memref<f64x?x?>"
-    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-  gemm.n.t 1.0, %A, %B, 1.0, %C : f64, {a_t}, {b_t}, f64, {c_t}
-}}""", "avx512")  # fmt: skip
-    tiled = compilation.tiled()
-    assert "tile.gemm.n.t " in tiled and not re.search(r"tile\.pack\S* %B", tiled)
-    a, _, c = operands(rng, "f64", "n", "n", m, n, k)
-    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)))
-    want = expected(a, b, c, "n", "t", 1.0, 1.0)
-    compilation["k"](a, b, c, group_size=1)
-    check(c, want, "f64", k)
-
-
 def test_tuner_blocks_around_the_lowering_choice() -> None:
     """The tuner's blocked site proposes the tile and blocks the lowering chooses (B read in
     place: a narrow tile, deep K blocks for a C past L2), and its block candidates start
@@ -302,21 +285,27 @@ def test_bf16_blocked_gemm_on_vnni_pairs(
     check(c, want, "f32", k)
 
 
-def test_bf16_b_running_along_k_in_rows_is_read_in_place(rng) -> None:
-    """gemm.n.t on a row-major B (N x K, K contiguous) reads B's pairs in place too, with
-    an odd last K block (1201 = 512 + 512 + 177) and partial tiles in M and N."""
+@pytest.mark.parametrize("ty", ["f64", "bf16"])
+def test_row_major_b_with_t_is_read_in_place(ty: str, rng) -> None:
+    """gemm.n.t on a row-major B (N x K, K contiguous): B's rows are op(B)'s columns, read
+    where they lie (bf16: each K pair one word), with an odd last K block (1201 = 512 + 512
+    + 177) and partial tiles in M and N."""
     m, n, k = 700, 301, 1201
-    a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?,strided<?,1>>", "memref<f32x?x?>"
+    c_ty = "f32" if ty == "bf16" else ty
+    a_t, b_t, c_t = f"memref<{ty}x?x?>", f"memref<{ty}x?x?,strided<?,1>>", f"memref<{c_ty}x?x?>"
     compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-  gemm.n.t 1.0, %A, %B, 1.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+  gemm.n.t 1.0, %A, %B, 1.0, %C : {c_ty}, {a_t}, {b_t}, {c_ty}, {c_t}
 }}""", "avx512")  # fmt: skip
     tiled = compilation.tiled()
-    assert "tile.gemm.n.t.pairs " in tiled and not re.search(r"tile\.pack\S* %B", tiled)
-    a, _, c = bf16_operands(rng, "n", "n", m, n, k)
-    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16))
+    tile = "tile.gemm.n.t.pairs " if ty == "bf16" else "tile.gemm.n.t "
+    assert tile in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+    a, _, c = operands(rng, c_ty, "n", "n", m, n, k)
+    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(DTYPES[c_ty]))
+    if ty == "bf16":
+        a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
     want = expected(a, b, c, "n", "t", 1.0, 1.0)
     compilation["k"](a, b, c, group_size=1)
-    check(c, want, "f32", k)
+    check(c, want, c_ty, k)
 
 
 def test_bf16_b_with_a_k_stride_or_a_wide_tuned_tile_is_packed() -> None:
