@@ -282,3 +282,26 @@ def test_reductions_give_the_same_bits_wherever_operands_lie(
             total = a.sum(axis=0)
         expected = 2.0 * total + 0.5 * values["y"].astype(np.float64)
         np.testing.assert_allclose(results[0], expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ("host", "avx2"))
+def test_elementwise_instructions_may_read_what_they_write(target: str, rng) -> None:
+    """docs/language.md: axpby.n and hadamard may take their output as an input, element
+    for element (every length around the vector and unrolled-loop boundaries)."""
+    v = "memref<f32x?>"
+    text = f"""func @axpby(%y: {v}) {{
+  axpby.n 2.0, %y, 3.0, %y : f32, {v}, f32, {v}
+}}
+func @hadamard(%x: {v}, %y: {v}) {{
+  hadamard 2.0, %y, %x, 0.5, %y : f32, {v}, {v}, f32, {v}
+}}"""
+    kernels = compiled(text, target)
+    for n in LENGTHS:
+        x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+        want_axpby, want_hadamard = 5.0 * y, 2.0 * y * x + 0.5 * y
+        scaled, product = y.copy(), y.copy()
+        kernels["axpby"](scaled, group_size=1)
+        kernels["hadamard"](x, product, group_size=1)
+        np.testing.assert_allclose(scaled, want_axpby, rtol=1e-6, err_msg=f"axpby, {n}")
+        np.testing.assert_allclose(product, want_hadamard, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"hadamard, {n}")  # fmt: skip
