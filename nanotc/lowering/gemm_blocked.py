@@ -261,10 +261,9 @@ def in_place_columns(target: Target) -> int:
 
 def blocked_tile_model(g: Gemm, target: Target) -> TileModel:
     """The register tile model of the blocked path: the analytical choice, only as narrow
-    as `in_place_columns` where op(B) could be read in place."""
-    if b_runs_along_k(g, target):
-        return choose_narrow(in_place_columns(target))
-    return choose
+    as `in_place_width` where op(B) could be read in place."""
+    width = in_place_width(g, target)
+    return choose_narrow(width) if width else choose
 
 
 def packed_element(g: Gemm, target: Target) -> ScalarType:
