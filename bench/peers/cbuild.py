@@ -2,13 +2,15 @@
 
 A driver is compiled with $CC (default gcc) into a shared object under bench/results/.build/
 (gitignored; a temporary directory if that is not writable), named by a hash of its source, the
-command and a caller's stamp (e.g. the headers it includes), so any change rebuilds it.
+command, the drivers' own headers it includes (`#include "..."`) and a caller's stamp (e.g. the
+system headers it includes), so any change rebuilds it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +37,7 @@ def compile_shared(
     if not shutil.which(compiler):
         raise Unavailable(f"no C compiler ({compiler}) to build {source.name}")
     text = source.read_text(encoding="utf-8")
+    local = [(source.parent / name).read_text(encoding="utf-8") for name in _local_headers(text)]
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -42,7 +45,7 @@ def compile_shared(
         directory.mkdir(parents=True, exist_ok=True)
     errors = []
     for libs in link_options:
-        key = "\n".join([text, compiler, *cflags, *libs, stamp])
+        key = "\n".join([text, *local, compiler, *cflags, *libs, stamp])
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         output = directory / f"{source.stem}-{digest}.so"
         if output.exists():
@@ -57,3 +60,8 @@ def compile_shared(
         errors.append(done.stderr.strip().splitlines()[:1] or [f"exit {done.returncode}"])
     detail = errors[-1][0] if errors else "unknown error"
     raise Unavailable(f"{source.name} did not build ({detail})")
+
+
+def _local_headers(text: str) -> list[str]:
+    """The headers a driver includes by quoted name: its siblings in bench/peers/."""
+    return re.findall(r'^#include "([^"]+)"', text, re.MULTILINE)

@@ -25,19 +25,11 @@
  * libxsmm_gemm_param) follows libxsmm main's include/libxsmm.h and is untested here.
  */
 #include <libxsmm.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-#define BENCH_MAX_THREADS 256
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_threads.h"
 
 static void ensure_init(void) {
   static int initialized = 0;
@@ -163,13 +155,10 @@ double bench_xsmm_gemm_batch(int dtype, int m, int n, int k, const void* a, cons
                              long long batch, long long reps, int threads, int prefetch) {
   kernel_t kernel;
   slice_t slices[BENCH_MAX_THREADS];
-  pthread_t handles[BENCH_MAX_THREADS];
   const size_t item = dtype ? sizeof(double) : sizeof(float);
-  int t, started = 0, status;
-  double start, stop;
+  int t, status;
   ensure_init();
-  if (threads < 1) threads = 1;
-  if (threads > BENCH_MAX_THREADS) threads = BENCH_MAX_THREADS;
+  threads = thread_count(threads);
   status = kernel_dispatch(&kernel, dtype, m, n, k, prefetch);
   if (status) return (double)status;
   for (t = 0; t < threads; ++t) {
@@ -184,15 +173,7 @@ double bench_xsmm_gemm_batch(int dtype, int m, int n, int k, const void* a, cons
     slices[t].hi = batch * (t + 1) / threads;
     slices[t].reps = reps;
   }
-  start = now();
-  for (t = 1; t < threads; ++t) {
-    if (pthread_create(&handles[t], NULL, run_slice, &slices[t])) break;
-    started = t;
-  }
-  if (started == threads - 1) run_slice(&slices[0]);
-  for (t = 1; t <= started; ++t) pthread_join(handles[t], NULL);
-  stop = now();
-  return started == threads - 1 ? stop - start : -2.0;
+  return run_slices(run_slice, slices, sizeof slices[0], threads);
 }
 
 /* ------------------------------------------------------------------------------------------ */

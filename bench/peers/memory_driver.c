@@ -12,11 +12,9 @@
  *
  * each returning the seconds of all reps, or -2.0 when a thread could not be created.
  */
-#include <pthread.h>
 #include <string.h>
-#include <time.h>
 
-#define BENCH_MAX_THREADS 256
+#include "bench_threads.h"
 
 typedef long long vector64 __attribute__((vector_size(64)));
 
@@ -28,19 +26,11 @@ typedef struct {
   long long reps;
 } slice_t;
 
-typedef void* (*worker_t)(void*);
-
 /* `keep` is never set: C's vectors are written back xor-ed with it, which the compiler cannot
    drop, so every line of C is read and written. A's and B's vectors are xor-ed into `sink`, so
    their loads stay. C does not wait for A's and B's loads, as a stream's output would not. */
 static volatile long long keep = 0;
 static volatile long long sink;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void* copy_slice(void* arg) {
   const slice_t* s = (const slice_t*)arg;
@@ -89,27 +79,6 @@ static void* stream_slice(void* arg) {
   return NULL;
 }
 
-/* Runs `work` on slices[0 .. threads), slice 0 on the calling thread. */
-static double run_slices(worker_t work, slice_t* slices, int threads) {
-  pthread_t handles[BENCH_MAX_THREADS];
-  int t, started = 0;
-  double start, stop;
-  start = now();
-  for (t = 1; t < threads; ++t) {
-    if (pthread_create(&handles[t], NULL, work, &slices[t])) break;
-    started = t;
-  }
-  if (started == threads - 1) work(&slices[0]);
-  for (t = 1; t <= started; ++t) pthread_join(handles[t], NULL);
-  stop = now();
-  return started == threads - 1 ? stop - start : -2.0;
-}
-
-static int thread_count(int threads) {
-  if (threads < 1) return 1;
-  return threads > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : threads;
-}
-
 double bench_memcpy(void* dst, const void* src, long long bytes, long long reps, int threads) {
   slice_t slices[BENCH_MAX_THREADS];
   int t;
@@ -121,7 +90,7 @@ double bench_memcpy(void* dst, const void* src, long long bytes, long long reps,
     slices[t].bytes[0] = (size_t)(hi - lo);
     slices[t].reps = reps;
   }
-  return run_slices(copy_slice, slices, threads);
+  return run_slices(copy_slice, slices, sizeof slices[0], threads);
 }
 
 double bench_stream(const void* a, const void* b, void* c, long long a_member,
@@ -141,5 +110,5 @@ double bench_stream(const void* a, const void* b, void* c, long long a_member,
     slices[t].members = (size_t)(hi - lo);
     slices[t].reps = reps;
   }
-  return run_slices(stream_slice, slices, threads);
+  return run_slices(stream_slice, slices, sizeof slices[0], threads);
 }
