@@ -103,8 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes = w2_batched.notes_for(sizes, w2_batched.VARIANTS)
         elif workload.name == "w3":
             notes = w3_resnet.total_times(rows)
-        elif workload.name == "in-cache":
-            notes = [in_cache.PEAK_NOTE]
         harness.report(
             rows, workload.title, notes, None if args.no_csv else workload.csv, args.results_dir
         )

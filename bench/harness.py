@@ -8,8 +8,9 @@ measured itself when its call returns them, as the libxsmm driver does. Other te
 shared machine comes in bursts of seconds; interleaving spreads a burst over every
 implementation of a round instead of all samples of one, so nanotc/peer ratios drift less
 between runs. A time budget bounds the rounds so slow implementations cost one round, not five.
-Rates are GFLOP/s, the percentage of this machine's measured peak (`bench.peak`, per core, times
-the thread count) and, for memory-bound variants, GB/s; every peer gets a column and the ratio
+Rates are GFLOP/s, the percentage of this machine's measured peak (`bench.peak`: timed in the
+same rounds where a workload uses `compare_with_peak`, else per core at the start times the
+thread count) and, for memory-bound variants, GB/s; every peer gets a column and the ratio
 nanotc/peer (above 1: nanotc is faster).
 """
 
@@ -40,6 +41,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
 # column order of the tables
+PEAK_NOTE = "% peak: of the peak loop (bench/peak.py) on as many threads, in the same rounds"
 PEER_ORDER = ("memcpy", "stream", "numpy", "openblas", "torch", "libxsmm", "blis")
 
 
@@ -298,6 +300,7 @@ class Row:
     nanotc: Timing
     peers: dict[str, Timing] = field(default_factory=dict)
     peak: float | None = None  # GFLOP/s of `threads` cores for this dtype
+    peak_in_rounds: bool = False  # the peak was timed in the same rounds as the implementations
     bytes: float | None = None  # memory traffic per unit of work, for memory-bound variants
     reference_gbs: float | None = None  # the machine's copy rate in the same run (W5's % copy)
     variant: str = ""
@@ -354,19 +357,68 @@ def _measured() -> dict[str, float]:
     return peak.peaks()
 
 
+def given_peaks() -> dict[str, float]:
+    """The per-core peaks given by `--peak` or $NANOTC_BENCH_PEAK, by precision."""
+    return {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+
+
 def measured_peaks() -> dict[str, float]:
     """Per-core peak GFLOP/s by precision: overrides, else measured once per process
     (bench.peak; a loaded machine measures low, so % peak then reads high)."""
-    override = {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+    override = given_peaks()
     if {"fp32", "fp64"} <= override.keys():
         return override
     return {**_measured(), **override}
 
 
 def peak_gflops(dtype: str, threads: int) -> float | None:
-    key = PEAK_KEYS.get(dtype)
-    per_core = measured_peaks().get(key) if key else None
+    return _peak_of(PEAK_KEYS.get(dtype), threads)
+
+
+def _peak_of(precision: str | None, threads: int) -> float | None:
+    per_core = measured_peaks().get(precision) if precision else None
     return None if per_core is None else per_core * threads
+
+
+@dataclass(frozen=True)
+class Peak:
+    """GFLOP/s of a configuration's cores, and whether it was timed in the same rounds as the
+    implementations (else measured at the start of the run, or given)."""
+
+    gflops: float | None
+    in_rounds: bool
+
+
+def compare_with_peak(
+    what: str,
+    contenders: Sequence[Contender],
+    check: Callable[[str], None],
+    settings: Settings,
+    precision: str,
+    call_seconds: float | None = None,
+    threads: int = 1,
+) -> tuple[dict[str, Timing], Peak]:
+    """`compare` with the peak loop of `precision` (a key of bench.peak's peaks) on `threads`
+    threads as one more contender: the timings of `contenders`, and the peak of `threads`
+    cores measured in the same rounds. On this shared machine the clock moved by up to 1.2x
+    between the start of a bench run and its last rows, which a peak measured once at the
+    start puts into the percent of peak. A peak given by `--peak` is taken as given, as is
+    the start's peak of a unit with no loop (AMX)."""
+    loop = None if precision in given_peaks() else _peak_loop(precision, threads)
+    if loop is None:
+        timings = compare(what, contenders, check, settings, call_seconds, threads)
+        return timings, Peak(_peak_of(precision, threads), in_rounds=False)
+    peak_contender, flops = loop
+    everyone = [*contenders, peak_contender]
+    timings = compare(what, everyone, check, settings, call_seconds, threads)
+    seconds = timings.pop(peak_contender.name).seconds
+    return timings, Peak(flops / seconds / 1e9, in_rounds=True)
+
+
+def _peak_loop(precision: str, threads: int) -> tuple[Contender, float] | None:
+    from bench import peak
+
+    return peak.contender(precision, threads)
 
 
 def last_level_cache() -> int | None:
@@ -481,8 +533,8 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
     path = directory / f"{name}-{stamp}.csv"
     peers = peer_order(rows)
     columns = ["workload", "variant", "shape", "dtype", "threads", "flops", "bytes", "peak_gflops"]
-    columns += ["nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs", "nanotc_pct_copy"]
-    columns += ["nanotc_repeats"]
+    columns += ["peak_in_rounds", "nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs"]
+    columns += ["nanotc_pct_copy", "nanotc_repeats"]
     for p in peers:
         columns += [f"{p}_s", f"{p}_gflops", f"{p}_gbs", f"ratio_{p}"]
     meta = provenance()
@@ -500,6 +552,7 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
                 "flops": r.flops,
                 "bytes": r.bytes,
                 "peak_gflops": r.peak,
+                "peak_in_rounds": r.peak_in_rounds,
                 "nanotc_s": r.nanotc.seconds,
                 "nanotc_gflops": r.gflops(r.nanotc),
                 "nanotc_pct_peak": r.percent_peak,
@@ -596,7 +649,7 @@ def preamble(settings: Settings) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     meta = provenance()
     peaks = ", ".join(f"{k} {v:.1f}" for k, v in measured_peaks().items())
-    given = {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+    given = given_peaks()
     source = " (measured)"
     if given:
         rest = "" if {"fp32", "fp64"} <= given.keys() else "; others measured"
@@ -621,6 +674,8 @@ def report(
     is given."""
     print(f"\n== {title}")
     print(format_table(rows, peer_order(rows)))
+    if any(r.peak_in_rounds for r in rows):
+        notes = [*notes, PEAK_NOTE]
     for note in [*notes, *dict.fromkeys(r.note for r in rows if r.note)]:
         print(f"note: {note}")
     if csv_name and rows:

@@ -19,15 +19,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench import harness, peak, w2_batched
+from bench import harness, w2_batched
 from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover
-from nanotc import targets
 
 SHAPES = ((64, 64, 256),)
-PEAK = "peak"  # the peak loop's contender
-PRECISION = {"f32": "fp32", "f64": "fp64"}  # dtype -> peak loop
-PEAK_NOTE = "% peak: against the peak loop timed in the same rounds"
 
 
 def run(
@@ -53,18 +49,13 @@ def run(
 
 def _row(case: w2_batched.Case, peers: Peers) -> Row:
     (m, k, _), n = case.a.shape, case.b.shape[1]
-    host = targets.host()
-    loop = next(x for x in peak.peak_loops(host) if x.name == PRECISION[case.dtype])
-    peak_loop, peak_flops = peak.peak_call(loop, host)
-    contenders = [
-        Contender("nanotc", case.nanotc_call()),
-        *case.peer_contenders(peers),
-        Contender(PEAK, peak_loop, check=lambda what: None),
-    ]
+    contenders = [Contender("nanotc", case.nanotc_call()), *case.peer_contenders(peers)]
     case.check.reset()
     label = f"{m}x{n}x{k} {case.dtype} (in cache)"
-    timings = harness.compare(label, contenders, case.check, case.settings, case.sizes.call_seconds)
-    measured_peak = peak_flops / timings.pop(PEAK).seconds / 1e9
+    timings, peak = harness.compare_with_peak(
+        label, contenders, case.check, case.settings, harness.PEAK_KEYS[case.dtype],
+        case.sizes.call_seconds,
+    )  # fmt: skip
     return Row(
         workload="in-cache",
         shape=f"{m}x{n}x{k}",
@@ -73,8 +64,8 @@ def _row(case: w2_batched.Case, peers: Peers) -> Row:
         flops=2.0 * m * n * k,
         nanotc=timings.pop("nanotc"),
         peers=timings,
-        peak=measured_peak,
-        params=f"peak {measured_peak:.1f} GFLOP/s in the same rounds",
+        peak=peak.gflops,
+        peak_in_rounds=peak.in_rounds,
     )
 
 
@@ -87,9 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     harness.preamble(settings)
     peers = discover(settings.peers)
     rows = run(settings, peers, args.shapes or SHAPES)
-    notes = [*peers.notes, PEAK_NOTE]
     csv = None if args.no_csv else "in_cache"
-    harness.report(rows, "In-cache GEMM C += A B (column-major, one thread)", notes, csv)
+    harness.report(rows, "In-cache GEMM C += A B (column-major, one thread)", peers.notes, csv)
 
 
 if __name__ == "__main__":

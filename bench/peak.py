@@ -11,14 +11,18 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from llvmlite import ir
 
+from bench.harness import Contender
 from nanotc import targets
 from nanotc.runtime import jit
 
 ITERATIONS = 10_000_000
+CONTENDER = "peak"  # the peak loop's name among a comparison's contenders
+ROUND_UNIT = 500_000  # iterations per call in a comparison: about 2 ms
 F32, F64, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(32), ir.IntType(64)
 
 
@@ -112,6 +116,35 @@ def peak_call(
         fn(reps * unit)
 
     return call, unit * chains * loop.accumulator.count * loop.flops_per_lane
+
+
+def contender(
+    precision: str, threads: int = 1, target: targets.Target | None = None
+) -> tuple[Contender, float] | None:
+    """The peak loop of `precision` ("fp32", "fp64", "bf16") on `threads` threads at once, as
+    a contender to time in the same rounds as the kernels whose percent of peak it gives, and
+    the flops of one call unit on all threads. None where the target has no such loop (AMX
+    tiles: their loop is measured once, by `peaks`)."""
+    target = target or targets.host()
+    loop = next((x for x in peak_loops(target) if x.name == precision), None)
+    if loop is None:
+        return None
+    call, flops = peak_call(loop, target, ROUND_UNIT)
+    if threads == 1:
+        return Contender(CONTENDER, call, check=_unchecked), flops
+    pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="peak")
+
+    def on_every_thread(reps: int) -> None:  # ctypes releases the GIL during each call
+        others = [pool.submit(call, reps) for _ in range(threads - 1)]
+        call(reps)
+        for other in others:
+            other.result()
+
+    return Contender(CONTENDER, on_every_thread, pool, _unchecked), flops * threads
+
+
+def _unchecked(what: str) -> None:
+    """The peak loop computes nothing to validate."""
 
 
 AMX_TILE_FLOPS = 2 * 16 * 16 * 32  # one tdpbf16ps: 16 x 16 f32 += 16 x 32 by 32 x 16 bf16

@@ -76,9 +76,10 @@ def _size(
 
         contenders = [Contender("nanotc", harness.repeat(nanotc_call))]
         contenders += gemm_peers(peers, a, b, c, threads)
-        timings = harness.compare(
-            f"n={n} {dtype} threads={threads}", contenders, check, settings, threads=threads
-        )
+        timings, peak = harness.compare_with_peak(
+            f"n={n} {dtype} threads={threads}", contenders, check, settings,
+            harness.PEAK_KEYS[dtype], threads=threads,
+        )  # fmt: skip
         rows.append(
             Row(
                 workload="w1",
@@ -88,7 +89,8 @@ def _size(
                 flops=2.0 * n**3,
                 nanotc=timings.pop("nanotc"),
                 peers=timings,
-                peak=harness.peak_gflops(dtype, threads),
+                peak=peak.gflops,
+                peak_in_rounds=peak.in_rounds,
                 params=f"nb={block}, group_size={n // block}",
                 note=blas_threads_note(threads),
             )

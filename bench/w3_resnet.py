@@ -122,7 +122,9 @@ def _layer(
     kernel = kernels.compiled(kernels.single(dtype, m, n, k, static))
     nanotc = harness.repeat(lambda: kernel(a, b, c, group_size=1, num_threads=threads))
     contenders = [Contender("nanotc", nanotc), *gemm_peers(peers, a, b, c, threads)]
-    timings = harness.compare(label, contenders, check, settings, threads=threads)
+    timings, peak = harness.compare_with_peak(
+        label, contenders, check, settings, harness.PEAK_KEYS[dtype], threads=threads
+    )
     return Row(
         workload="w3",
         variant=f"L{layer.id}",
@@ -132,7 +134,8 @@ def _layer(
         flops=2.0 * m * n * k,
         nanotc=timings.pop("nanotc"),
         peers=timings,
-        peak=harness.peak_gflops(dtype, threads),
+        peak=peak.gflops,
+        peak_in_rounds=peak.in_rounds,
         params=f"layers {layer.layers}; {'static' if static else 'dynamic'} shapes",
         note=blas_threads_note(threads),
     )
@@ -162,7 +165,9 @@ def launch_overhead(dtype: str, layer: Layer, static: bool) -> float:
 
 
 def _total(rows: Sequence[Row], weights: Sequence[int], name: str, shape: str) -> Row:
-    """A row whose time is the weighted sum of the rows' median times."""
+    """A row whose time is the weighted sum of the rows' median times, and whose peak is the
+    rows' peaks weighted by nanotc's time in each (its percent of peak is then the work done
+    over the work the peak loop would have done in that time)."""
 
     def total(timings: Sequence[Timing]) -> Timing:
         seconds = sum(w * t.seconds for w, t in zip(weights, timings))
@@ -179,9 +184,17 @@ def _total(rows: Sequence[Row], weights: Sequence[int], name: str, shape: str) -
         flops=sum(w * r.flops for w, r in zip(weights, rows)),
         nanotc=total([r.nanotc for r in rows]),
         peers={p: total([r.peers[p] for r in rows]) for p in peers},
-        peak=first.peak,
+        peak=_time_weighted_peak(rows, weights),
+        peak_in_rounds=all(r.peak_in_rounds for r in rows),
         params="sum of the median times" + ("" if name == "all" else ", weighted by layer count"),
     )
+
+
+def _time_weighted_peak(rows: Sequence[Row], weights: Sequence[int]) -> float | None:
+    if any(r.peak is None for r in rows):
+        return None
+    times = [w * r.nanotc.seconds for w, r in zip(weights, rows)]
+    return sum(t * r.peak for t, r in zip(times, rows)) / sum(times)
 
 
 def _totals(rows: Sequence[Row], table: Sequence[Layer]) -> list[Row]:

@@ -17,6 +17,7 @@ peers found:
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
 kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its code has
 it, else fp32 FMAs (bf16 widened to f32, where the target's vdpbf16ps is slower than FMA).
+The vdpbf16ps and FMA loops are timed in the same rounds as the kernels.
 
     python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
                             [--shapes 56x9x9,16x16x16] [--cache-kb 16]   (batched only)
@@ -55,11 +56,6 @@ def unit(source: str) -> str:
     if "tile.amx_" in compilation.tiled():
         return "amx-bf16"
     return "bf16" if "vdpbf16ps" in compilation.assembly() else "fp32"
-
-
-def peak(source: str, threads: int) -> float | None:
-    per_core = harness.measured_peaks().get(unit(source))
-    return None if per_core is None else per_core * threads
 
 
 def bf16(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -145,9 +141,11 @@ def _mlp_shape(
         ]
         if peers.torch is not None:
             contenders.append(_torch_mm(peers.torch, a, b, check, threads))
-        timings = harness.compare(f"bf16 {label}", contenders, checked, settings, threads=threads)
-        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings,
-                         peak(source, threads), f"nb={nb}, group_size={threads}"))  # fmt: skip
+        timings, peak = harness.compare_with_peak(
+            f"bf16 {label}", contenders, checked, settings, unit(source), threads=threads
+        )
+        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings, peak,
+                         f"nb={nb}, group_size={threads}"))  # fmt: skip
     return rows
 
 
@@ -201,9 +199,10 @@ def _brgemm_shape(
         xsmm, packed = peers.libxsmm, peers.libxsmm.vnni_pack(a)
         contenders.append(from_zero("libxsmm", lambda r: xsmm.bf16_brgemm(packed, b, c, reps=r)))
     label = f"{m}x{n}x{k} x{count}"
-    timings = harness.compare(f"bf16 {label}", contenders, checked, settings, CALL_SECONDS)
-    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timings, peak(source, 1),
-                f"pairs={count}")  # fmt: skip
+    timings, peak = harness.compare_with_peak(
+        f"bf16 {label}", contenders, checked, settings, unit(source), CALL_SECONDS
+    )
+    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timings, peak, f"pairs={count}")
 
 
 def _batched(
@@ -260,11 +259,11 @@ def _batched_shape(
         contenders = [from_initial("nanotc", ours), from_initial("f32", ours32)]
         if peers.torch is not None:
             contenders.append(_torch_baddbmm(peers.torch, a, b, initial, check, threads))
-        timings = harness.compare(
-            f"bf16 {label}", contenders, checked, settings, CALL_SECONDS, threads=threads
+        timings, peak = harness.compare_with_peak(
+            f"bf16 {label}", contenders, checked, settings, unit(source), CALL_SECONDS, threads
         )
         rows.append(_row("batched", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
-                         timings, peak(source, threads), f"batch={batch}"))  # fmt: skip
+                         timings, peak, f"batch={batch}"))  # fmt: skip
     return rows
 
 
@@ -291,10 +290,10 @@ def _torch_baddbmm(
 
 
 def _row(part: str, shape: str, threads: int, flops: float, timings: dict[str, Timing],
-         peak: float | None, params: str) -> Row:  # fmt: skip
+         peak: harness.Peak, params: str) -> Row:  # fmt: skip
     return Row(workload="w4", variant=part, shape=shape, dtype="bf16", threads=threads,
-               flops=flops, nanotc=timings.pop("nanotc"), peers=timings, peak=peak,
-               params=params)  # fmt: skip
+               flops=flops, nanotc=timings.pop("nanotc"), peers=timings, peak=peak.gflops,
+               peak_in_rounds=peak.in_rounds, params=params)  # fmt: skip
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

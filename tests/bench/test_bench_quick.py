@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench import harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
+from bench import harness, in_cache, peak, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover, memory
 
@@ -40,6 +40,7 @@ def assert_rates(rows: list[Row]) -> None:
 def test_w1_square(peers: Peers) -> None:
     rows = w1_square.run(QUICK, peers)
     assert_rates(rows)
+    assert_peak_in_rounds(rows)
     assert {(r.dtype, r.threads) for r in rows} == {(d, t) for d in ("f32", "f64") for t in (1, 2)}
 
 
@@ -91,22 +92,33 @@ def test_a_stream_that_changed_c_is_refused() -> None:
         check.unchanged("stream")
 
 
+def assert_peak_in_rounds(rows: list[Row]) -> None:
+    """The rows' peaks were timed beside their kernels, and the peak loop is not a peer."""
+    for row in rows:
+        assert row.peak_in_rounds and row.peak is not None and row.peak > 0
+        assert peak.CONTENDER not in row.peers
+
+
 def test_in_cache_times_the_peak_loop_beside_the_kernels(peers: Peers) -> None:
     rows = in_cache.run(QUICK, peers, shapes=((32, 32, 64),))
     assert_rates(rows)
     assert [(r.dtype, r.shape) for r in rows] == [("f32", "32x32x64"), ("f64", "32x32x64")]
-    for row in rows:
-        assert in_cache.PEAK not in row.peers  # the peak is the row's, not a peer
-        assert row.peak is not None and f"peak {row.peak:.1f}" in row.params
+    assert_peak_in_rounds(rows)
 
 
 def test_w3_resnet(peers: Peers) -> None:
     rows = w3_resnet.run(replace(QUICK, threads=(1,), dtypes=("f32",)), peers)
     assert_rates(rows)
+    assert_peak_in_rounds(rows)
     assert [r.variant for r in rows[-2:]] == ["all", "resnet50"]
     layers = rows[:-2]
     total = sum(r.nanotc.seconds for r in layers)
     assert rows[-2].nanotc.seconds == pytest.approx(total)
+    # the total's percent of peak: all the work over what the peak loop does in that time
+    peak_work = sum(r.nanotc.seconds * r.peak for r in layers)
+    assert rows[-2].percent_peak == pytest.approx(
+        100 * sum(r.flops for r in layers) / peak_work / 1e9
+    )
 
 
 def test_table_i_is_the_papers() -> None:
@@ -159,6 +171,7 @@ def test_w4_bf16(peers: Peers) -> None:
     for row in rows:
         assert row.dtype == "bf16" and row.gflops(row.nanotc) > 0
         assert "f32" in row.peers and all(row.gflops(t) > 0 for t in row.peers.values())
+    assert_peak_in_rounds(rows)  # this host has vdpbf16ps or FMAs, whose loops it times
 
 
 def test_w4_batched_shapes_and_batch_size(peers: Peers) -> None:

@@ -237,3 +237,53 @@ def test_an_unknown_peer_in_the_environment_is_an_option_error(monkeypatch, caps
     with pytest.raises(SystemExit):
         parser.parse_args([])
     assert "argument --peers: unknown peer 'nonesuch'" in capsys.readouterr().err
+
+
+def test_the_peak_loop_is_timed_in_the_same_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`compare_with_peak` times the peak loop as one more contender of every round and turns
+    its median into the peak, which is not among the returned timings."""
+    log: list[tuple[str, int]] = []
+
+    def fake_loop(precision: str, threads: int) -> tuple[Contender, float]:
+        assert (precision, threads) == ("fp32", 2)
+        return Contender("peak", recorder(log, "peak", 0.002), check=passes), 4e6
+
+    monkeypatch.setattr(harness, "_peak_loop", fake_loop)
+    monkeypatch.setattr(harness, "_peak_override", {})
+    monkeypatch.setattr(harness, "SETTLE_SECONDS", 0.0)  # no pause, no warm-up: one call before
+    monkeypatch.delenv("NANOTC_BENCH_PEAK", raising=False)
+    settings = Settings(repeats=3, budget=100.0)
+    timings, peak = harness.compare_with_peak("x", fakes(log), passes, settings, "fp32", None, 2)
+    assert list(timings) == list(NAMES)
+    assert sum(name == "peak" for name, _ in timings_calls(log, settings)) == settings.repeats
+    assert peak.in_rounds and peak.gflops == pytest.approx(4e6 / 0.002 / 1e9, rel=0.5)
+
+
+def timings_calls(log: list[tuple[str, int]], settings: Settings) -> list[tuple[str, int]]:
+    """The timed calls of a comparison of NAMES and the peak loop."""
+    return log[(len(NAMES) + 1) * settings.warmup :][1::2]
+
+
+def test_a_given_peak_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_loop(precision: str, threads: int) -> None:
+        raise AssertionError("the peak loop ran although a peak was given")
+
+    monkeypatch.setattr(harness, "_peak_loop", no_loop)
+    monkeypatch.setattr(harness, "_peak_override", {"fp32": 100.0, "fp64": 50.0})
+    settings = Settings(repeats=2, budget=100.0)
+    timings, peak = harness.compare_with_peak("x", fakes([]), passes, settings, "fp64", None, 2)
+    assert list(timings) == list(NAMES)
+    assert peak == harness.Peak(100.0, in_rounds=False)
+
+
+def test_the_peak_contender_runs_on_every_thread() -> None:
+    """bench.peak's contender: the loop on `threads` threads at once (flops of all of them),
+    its pool shut down with the comparison's settings; no loop for AMX tiles on this host."""
+    from bench import peak
+
+    single, two = peak.contender("fp32", 1), peak.contender("fp32", 2)
+    assert single is not None and two is not None
+    assert two[1] == 2 * single[1]
+    with two[0].setting:
+        two[0].call(1)
+    assert peak.contender("amx-bf16", 1) is None
