@@ -202,6 +202,20 @@ def test_tuner_blocks_around_the_lowering_choice() -> None:
     assert blocking_candidates(site, wide, target)[0] == (packed.mc, packed.kc, packed.nc)
 
 
+def test_tuner_tries_a_blocks_of_one_row_of_tiles() -> None:
+    """Besides kc and mc halved and doubled, the candidates hold an A block of one row of
+    register tiles at the analytical K block; no candidate repeats."""
+    target = get("avx512")
+    site = blocked_site(gemm_text("f32", "n", "n", ("2048x2048",) * 3), target)
+    assert site.analytical.tile is not None and site.analytical.blocking is not None
+    tile = RegisterTile(*site.analytical.tile, 16)
+    mc, kc, nc = site.analytical.blocking
+    candidates = blocking_candidates(site, tile, target)
+    assert (tile.mr, kc, nc) in candidates and mc > tile.mr
+    assert {c[0] for c in candidates} == {mc, mc // 2, 2 * mc, tile.mr}
+    assert len(set(candidates)) == len(candidates) == 10
+
+
 def test_bf16_pairs_take_k_blocks_twice_as_deep() -> None:
     """Packs of bf16 pairs: a K block holds twice the steps of an f32 one (each step a K
     pair), a K of 1024 stays one block and a longer one splits into equal blocks, and the
