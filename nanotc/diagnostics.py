@@ -82,6 +82,7 @@ class ErrorKind(enum.Enum):
     VOID_ARGUMENT = "Arguments must not have void type"
     # shapes and layouts
     INCOMPATIBLE_SHAPES = "Incompatible tensor shapes"
+    OUTPUT_IS_OPERAND = "Output {} is also operand {}: an output must not overlap the operands"
     INVALID_SHAPE = "Invalid shape: mode sizes must be non-negative or dynamic ('?')"
     SHAPE_STRIDE_MISMATCH = "Dimension of shape and stride must match"
     INVALID_STRIDE = "Invalid stride: strides must satisfy 1 <= S1 and S(i-1)*s(i-1) <= S(i)"

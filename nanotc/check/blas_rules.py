@@ -1,5 +1,6 @@
 """Rules of the collective linear-algebra instructions: operand kinds, orders and shapes of
-axpby, gemm, gemv, ger, hadamard and sum, and the scalar types of alpha and beta."""
+axpby, gemm, gemv, ger, hadamard and sum, the scalar types of alpha and beta, and that a
+gemm's or gemv's output is not one of its operands."""
 
 from __future__ import annotations
 
@@ -68,6 +69,17 @@ def _shapes_match(inst: Instruction, ctx: CheckContext, *pairs: tuple[Extent, Ex
         ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
 
 
+def _output_not_operand(
+    inst: Instruction, ctx: CheckContext, output: str, operands: tuple[str, ...]
+) -> None:
+    """The output may not be the very value of an operand: a gemm writes C tile by tile
+    while it still reads A and B, so `gemm.n.n 1.0, %A, %C, 0.0, %C` would read elements it
+    already wrote. (Distinct views of overlapping memory are not detected.)"""
+    for name in operands:
+        if inst.fields[name] is inst.fields[output]:
+            ctx.error(ErrorKind.OUTPUT_IS_OPERAND, inst, output, output.upper(), name.upper())
+
+
 @rule(Axpby)
 def _axpby(inst: Instruction, ctx: CheckContext) -> None:
     assert isinstance(inst, Axpby)
@@ -93,6 +105,7 @@ def _gemm(inst: Instruction, ctx: CheckContext) -> None:
     k2, n = op_shape(inst.b.type, inst.trans_b)
     cm, cn = inst.c.type.shape
     _shapes_match(inst, ctx, (k, k2), (m, cm), (n, cn))
+    _output_not_operand(inst, ctx, "c", ("a", "b"))
 
 
 @rule(Gemv)
@@ -108,6 +121,7 @@ def _gemv(inst: Instruction, ctx: CheckContext) -> None:
     if all(orders_ok):
         m, k = op_shape(inst.a.type, inst.trans_a)
         _shapes_match(inst, ctx, (k, inst.b.type.shape[0]), (m, inst.c.type.shape[0]))
+        _output_not_operand(inst, ctx, "c", ("b",))
 
 
 @rule(Ger)

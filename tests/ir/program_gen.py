@@ -321,9 +321,10 @@ class RegionGen:
         if found:
             self.b.add(ins.LifetimeStop, target=self.gen.choice(found))
 
-    def tensor(self, want: tuple[Extent, ...]) -> Value:
+    def tensor(self, want: tuple[Extent, ...], avoid: tuple[Value, ...] = ()) -> Value:
         """A non-boolean memref of len(want) modes whose sizes are compatible with `want`
-        (None: any size), from scope or a fresh alloca."""
+        (None: any size), from scope or a fresh alloca; not one of `avoid` (an instruction's
+        output must not be one of its operands)."""
 
         def fits(t: MemRefType) -> bool:
             return (
@@ -332,7 +333,7 @@ class RegionGen:
                 and all(w is None or s is None or w == s for w, s in zip(want, t.shape))
             )
 
-        found = self.memrefs(fits)
+        found = [v for v in self.memrefs(fits) if v not in avoid]
         if found and self.gen.chance(0.7):
             return self.gen.choice(found)
         return self.alloca(want)
@@ -352,12 +353,13 @@ class RegionGen:
             m, k = _op(a.type.shape, trans[0])
             b = self.tensor(_op((k, None), trans[1]))
             n = _op(b.type.shape, trans[1])[1]
-            c = self.tensor((m, n))
+            c = self.tensor((m, n), avoid=(a, b))
             self.b.add(ins.Gemm, trans_a=trans[0], trans_b=trans[1], a=a, b=b, c=c, **common)
         elif kind == "gemv":
             a = self.tensor((None, None))
             m, k = _op(a.type.shape, trans[0])
-            b, c = self.tensor((k,)), self.tensor((m,))
+            b = self.tensor((k,))
+            c = self.tensor((m,), avoid=(b,))
             self.b.add(ins.Gemv, trans_a=trans[0], a=a, b=b, c=c, **common)
         elif kind == "ger":
             a, b = self.tensor((None,)), self.tensor((None,))
