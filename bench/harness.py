@@ -40,8 +40,8 @@ from bench.peers import NAMES as peer_names
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
-# column order of the tables
 PEAK_NOTE = "% peak: of the peak loop (bench/peak.py) on as many threads, in the same rounds"
+# column order of the tables
 PEER_ORDER = ("memcpy", "stream", "numpy", "openblas", "torch", "libxsmm", "blis")
 
 

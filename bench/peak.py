@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from bench.harness import Contender
 from nanotc import targets
 from nanotc.runtime import jit
+
+if TYPE_CHECKING:
+    from bench import harness
 
 ITERATIONS = 10_000_000
 CONTENDER = "peak"  # the peak loop's name among a comparison's contenders
@@ -120,11 +123,13 @@ def peak_call(
 
 def contender(
     precision: str, threads: int = 1, target: targets.Target | None = None
-) -> tuple[Contender, float] | None:
+) -> tuple[harness.Contender, float] | None:
     """The peak loop of `precision` ("fp32", "fp64", "bf16") on `threads` threads at once, as
     a contender to time in the same rounds as the kernels whose percent of peak it gives, and
     the flops of one call unit on all threads. None where the target has no such loop (AMX
     tiles: their loop is measured once, by `peaks`)."""
+    from bench.harness import Contender  # here: `python bench/peak.py` runs without the package
+
     target = target or targets.host()
     loop = next((x for x in peak_loops(target) if x.name == precision), None)
     if loop is None:

@@ -4,6 +4,8 @@ and the command line's handling of mistakes."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 from .cli import nanotc_cli
@@ -50,6 +52,15 @@ def test_peak_prints_per_core_peaks() -> None:
     result = nanotc_cli("peak")
     assert result.returncode == 0, result.stderr
     assert "fp32 peak:" in result.stdout and "fp64 peak:" in result.stdout
+
+
+def test_the_peak_script_runs_from_a_checkout() -> None:
+    """`python bench/peak.py`, as its docstring says, without `bench` importable as a package."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "peak.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "fp32 peak:" in result.stdout
 
 
 def test_help_lists_every_command_and_options_are_checked() -> None:
