@@ -34,6 +34,7 @@ from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
+from nanotc.runtime.overlap import DisjointPair, Piece, byte_range, disjoint_pairs, share_memory
 
 
 class ArgumentError(ValueError):
@@ -106,10 +107,12 @@ class ArgumentBinder:
     def __init__(self, func: Function):
         self.func = func
         by_group_id = groups_indexed_by_group_id(func)
+        self._names = [p.name or str(i) for i, p in enumerate(func.arguments)]
         self._binders = [
-            _parameter_binder(p.name or str(i), p.type, i in by_group_id)
-            for i, p in enumerate(func.arguments)
+            _parameter_binder(name, p.type, i in by_group_id)
+            for i, (name, p) in enumerate(zip(self._names, func.arguments))
         ]
+        self.disjoint = disjoint_pairs(func)
 
     def __call__(self, args: Sequence[Any], group_size: int) -> list[BoundArgument]:
         binders = self._binders
@@ -119,7 +122,21 @@ class ArgumentBinder:
             raise TypeError(
                 f"@{self.func.name} takes {len(params)} arguments ({names}), {len(args)} given"
             )
-        return [bind(value, group_size) for bind, value in zip(binders, args)]
+        bound = [bind(value, group_size) for bind, value in zip(binders, args)]
+        for pair in self.disjoint:
+            self._check_disjoint(pair, bound)
+        return bound
+
+    def _check_disjoint(self, pair: DisjointPair, bound: Sequence[BoundArgument]) -> None:
+        """ArgumentError at the output's argument if it shares memory with the operand's."""
+        if share_memory(_pieces(bound[pair.output]), _pieces(bound[pair.operand])):
+            out, operand = self._names[pair.output], self._names[pair.operand]
+            raise ArgumentError(
+                out,
+                f"memory disjoint from argument %{operand} ({pair.where} writes %{out} while"
+                f" it reads %{operand})",
+                f"an array sharing memory with %{operand}",
+            )
 
     def binder(self, index: int) -> ParameterBinder:
         """The binder of parameter `index` alone."""
@@ -153,6 +170,21 @@ def groups_indexed_by_group_id(func: Function) -> frozenset[int]:
         for i, p in enumerate(func.arguments)
         if loads.get(id(p)) and all(is_group_id(load.indices[0]) for load in loads[id(p)])
     )
+
+
+def _pieces(argument: BoundArgument) -> list[Piece]:
+    """The arrays an argument gives the kernel, with their byte ranges: a memref's array, a
+    group's member arrays (or the one batch they are slices of). Members of a group with an
+    offset are seen shifted, past their arrays: none of them (not tested)."""
+    if isinstance(argument, MemrefView):
+        arrays: Sequence[np.ndarray] = (argument.array,)
+    elif isinstance(argument, GroupView) and argument.offset == 0:
+        arrays = argument.arrays
+    else:
+        return []
+    return [
+        (*byte_range(data_address(a), a.shape, a.strides, a.itemsize), a) for a in arrays if a.size
+    ]
 
 
 def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
@@ -388,8 +420,8 @@ def _check_shifted_member(name: str, view: MemrefView, offset: int) -> None:
         root = root.base
     itemsize = view.array.itemsize
     start = view.address + offset * itemsize
-    low, high = _byte_range(start, view.shape, [s * itemsize for s in view.strides], itemsize)
-    root_low, root_high = _byte_range(
+    low, high = byte_range(start, view.shape, [s * itemsize for s in view.strides], itemsize)
+    root_low, root_high = byte_range(
         root.__array_interface__["data"][0], root.shape, root.strides, root.itemsize
     )
     if root.size == 0 or low < root_low or high > root_high:
@@ -398,15 +430,6 @@ def _check_shifted_member(name: str, view: MemrefView, offset: int) -> None:
             f"memory for the member {offset} elements after the array's start (group offset)",
             _describe(view.array),
         )
-
-
-def _byte_range(
-    address: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int
-) -> tuple[int, int]:
-    """Bytes [low, high) spanned by the elements of a non-empty strided array."""
-    extents = [(n - 1) * s for n, s in zip(shape, byte_strides)]
-    low = address + sum(min(0, e) for e in extents)
-    return low, address + sum(max(0, e) for e in extents) + itemsize
 
 
 def _as_array(name: str, t: Type, value: Any) -> np.ndarray:

@@ -1,0 +1,99 @@
+"""Launch arguments that share memory where a kernel writes one while it reads the other.
+
+A gemm, gemv, ger or sum computes its output piece by piece while it still reads its
+operands, so an output overlapping an operand gives undefined results (docs/language.md).
+The checker rejects an output that is the very SSA value of an operand; views of distinct
+parameters can only be seen to share memory at launch. `disjoint_pairs` derives, once per
+kernel, which parameter each such output and operand is a view of; `share_memory` tests
+the arrays bound to a pair (`nanotc.runtime.arguments` raises the error), and launches that
+skip binding (`KnownLayouts`) test their byte ranges (`byte_range`), the cheap half of it.
+
+Arrays count as overlapping when they share a byte (`numpy.shares_memory`): interleaved
+arrays whose elements never meet pass. Groups with a non-zero member offset, whose members
+the kernel sees shifted, are not tested.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nanotc.ir.core import Function, walk
+from nanotc.ir.instructions import Expand, Fuse, Gemm, Gemv, Ger, Load, Subview, Sum
+from nanotc.ir.values import OpResult, Value
+
+_READS_WHILE_WRITING = (Gemm, Gemv, Ger, Sum)
+_VIEWS = (Subview, Expand, Fuse, Load)  # a Load whose result is a memref takes a group member
+
+
+@dataclass(frozen=True)
+class DisjointPair:
+    """Parameters `output` and `operand` (indices) must not share memory: `where` writes a
+    view of the first while it reads a view of the second."""
+
+    output: int
+    operand: int
+    where: str
+
+
+def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
+    """One pair per (output, operand) parameters of the kernel's gemm, gemv, ger and sum
+    instructions, where those are views of two distinct parameters."""
+    params = {id(p): i for i, p in enumerate(func.arguments)}
+    pairs: dict[tuple[int, int], DisjointPair] = {}
+    for inst in walk(func.body):
+        if not isinstance(inst, _READS_WHILE_WRITING):
+            continue
+        output = _parameter_of(inst.output(), params)
+        if output is None:
+            continue
+        where = f"the {inst.name}" + (f" at {inst.loc.begin}" if inst.loc else "")
+        for value in inst.inputs():
+            operand = _parameter_of(value, params)
+            if operand is not None and operand != output:
+                pairs.setdefault((output, operand), DisjointPair(output, operand, where))
+    return tuple(pairs.values())
+
+
+def _parameter_of(value: Value, params: dict[int, int]) -> int | None:
+    """The parameter `value` is a view of (through subviews, reshapes and group loads)."""
+    while id(value) not in params:
+        if not (isinstance(value, OpResult) and isinstance(value.owner, _VIEWS)):
+            return None
+        value = value.owner.source
+    return params[id(value)]
+
+
+def byte_range(
+    address: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int
+) -> tuple[int, int]:
+    """Bytes [low, high) spanned by the elements of a non-empty strided array."""
+    extents = [(n - 1) * s for n, s in zip(shape, byte_strides)]
+    low = address + sum(min(0, e) for e in extents)
+    return low, address + sum(max(0, e) for e in extents) + itemsize
+
+
+Piece = tuple[int, int, np.ndarray]  # bytes [low, high) and the array spanning them
+
+
+def share_memory(xs: list[Piece], ys: list[Piece]) -> bool:
+    """Whether an array of `xs` shares a byte with one of `ys`: a sweep over both sides'
+    ranges in address order tests only pairs whose ranges intersect."""
+    if not xs or not ys:
+        return False
+    events = sorted([(p[0], 0, i) for i, p in enumerate(xs)] +
+                    [(p[0], 1, i) for i, p in enumerate(ys)])  # fmt: skip
+    sides = (xs, ys)
+    open_pieces: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])  # (high, index)
+    for low, side, index in events:
+        other = open_pieces[1 - side]
+        while other and other[0][0] <= low:
+            heapq.heappop(other)
+        array = sides[side][index][2]
+        if any(np.shares_memory(array, sides[1 - side][j][2]) for high, j in other if high > low):
+            return True
+        heapq.heappush(open_pieces[side], (sides[side][index][1], index))
+    return False

@@ -1,0 +1,169 @@
+"""A launch whose arguments share memory where a gemm, gemv, ger or sum would write one while
+reading the other is refused with an ArgumentError naming both arguments and the instruction,
+before any native code runs; the reference evaluator refuses it the same way. Arguments
+whose arrays never share a byte launch, even where their address ranges interleave."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nanotc.check import load
+from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.overlap import DisjointPair, disjoint_pairs
+
+from .helpers import compiled, run_reference
+
+GEMM = """func @gemm(%A: memref<f32x8x8>, %B: memref<f32x8x8>, %C: memref<f32x8x8>) {
+    gemm.n.n 1.0, %A, %B, 0.0, %C : f32, memref<f32x8x8>, memref<f32x8x8>, f32, memref<f32x8x8>
+}"""
+
+STRIDED = "memref<f32x8x8,strided<1,?>>"
+GEMM_STRIDED = f"""func @gemm(%A: {STRIDED}, %B: memref<f32x8x8>, %C: {STRIDED}) {{
+    gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {STRIDED}, memref<f32x8x8>, f32, {STRIDED}
+}}"""
+
+GEMV = """func @gemv(%A: memref<f32x8x8>, %x: memref<f32x8>, %y: memref<f32x8>) {
+    gemv.n 1.0, %A, %x, 1.0, %y : f32, memref<f32x8x8>, memref<f32x8>, f32, memref<f32x8>
+}"""
+
+GER = """func @ger(%x: memref<f32x8>, %y: memref<f32x8>, %A: memref<f32x8x8>) {
+    ger 1.0, %x, %y, 1.0, %A : f32, memref<f32x8>, memref<f32x8>, f32, memref<f32x8x8>
+}"""
+
+BATCHED = """func @batched(%A: group<memref<f32x4x4>>, %B: memref<f32x4x4x?>,
+                       %C: group<memref<f32x4x4>>) {
+    %i = group_id
+    %a = load %A[%i] : group<memref<f32x4x4>>
+    %b = subview %B[:, :, %i] : memref<f32x4x4x?>
+    %c = load %C[%i] : group<memref<f32x4x4>>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+}"""
+
+AXPBY = """func @axpby(%a: memref<f32x8>, %b: memref<f32x8>) {
+    axpby.n 2.0, %a, 3.0, %b : f32, memref<f32x8>, f32, memref<f32x8>
+}"""
+
+
+def matrix(n: int = 8, value: float = 1.0) -> np.ndarray:
+    return np.full((n, n), value, np.float32, order="F")
+
+
+def refused(text: str, args: list[Any], output: str, operand: str, group_size: int = 1) -> None:
+    """Both runners refuse the launch at `output`, naming `operand`; nothing is written."""
+    before = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    message = re.escape(f"argument %{output}: expected memory disjoint from argument %{operand}")
+    with pytest.raises(ArgumentError, match=message) as caught:
+        compiled(text)[load(text).functions[0].name](*args, group_size=group_size)
+    assert caught.value.name == output
+    for a, b in zip(args, before):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ArgumentError, match=message):
+        run_reference(text, args, group_size)
+
+
+def test_a_gemm_whose_output_is_its_operand_is_refused_with_where() -> None:
+    a, c = matrix(), matrix(value=0.0)
+    refused(GEMM, [a, c, c], "C", "B")
+    with pytest.raises(ArgumentError, match=r"\(the gemm at 2\.5 writes %C while it reads %A\)"):
+        compiled(GEMM)["gemm"](c, a, c, group_size=1)
+
+
+def test_a_layout_bound_before_does_not_let_overlapping_arrays_through() -> None:
+    """Launches of known layouts skip binding; they still test the arrays' byte ranges."""
+    kernel = compiled(GEMM)["gemm"]
+    a, c = matrix(), matrix(value=0.0)
+    for _ in range(3):
+        kernel(a, a, c, group_size=1)
+    refused(GEMM, [c, a, c], "C", "A")
+    refused(GEMM, [a, c[:], c], "C", "B")  # another view of the same memory
+
+
+def test_disjoint_parts_of_one_array_launch() -> None:
+    whole = np.zeros((8, 24), np.float32, order="F")
+    a, b, c = whole[:, :8], whole[:, 8:16], whole[:, 16:]
+    a[...], b[...] = 1.0, 2.0
+    compiled(GEMM)["gemm"](a, b, c, group_size=1)
+    np.testing.assert_array_equal(c, 16.0)
+
+
+def test_interleaved_arrays_that_share_no_byte_launch_every_time() -> None:
+    """Their address ranges meet, so launches of known layouts bind each time, and pass."""
+    whole = np.zeros((8, 18), np.float32, order="F")
+    a, c = whole[:, 0:16:2], whole[:, 1:17:2]  # columns alternate
+    a[...] = 1.0
+    b = matrix(value=0.5)
+    for _ in range(3):
+        compiled(GEMM_STRIDED)["gemm"](a, b, c, group_size=1)
+        np.testing.assert_array_equal(c, 4.0)
+    run_reference(GEMM_STRIDED, [a, b, c])
+    refused(GEMM_STRIDED, [a, b, whole[:, 2::2]], "C", "A")  # A's columns 2, 4, ...
+
+
+def test_operands_may_share_memory_with_each_other() -> None:
+    a, c = matrix(value=2.0), matrix(value=0.0)
+    compiled(GEMM)["gemm"](a, a, c, group_size=1)
+    np.testing.assert_array_equal(c, 32.0)
+
+
+def test_a_gemv_writing_a_column_of_its_matrix_is_refused() -> None:
+    a = matrix()
+    refused(GEMV, [a, np.ones(8, np.float32), a[:, 3]], "y", "A")
+
+
+def test_a_ger_reading_a_column_of_its_output_is_refused() -> None:
+    a = matrix()
+    refused(GER, [a[:, 0], np.ones(8, np.float32), a], "A", "x")
+
+
+def test_groups_sharing_a_member_are_refused() -> None:
+    members = [matrix(4) for _ in range(3)]
+    b = np.ones((4, 4, 3), np.float32, order="F")
+    outputs = [matrix(4, 0.0), members[2], matrix(4, 0.0)]
+    refused(BATCHED, [members, b, outputs], "C", "A", group_size=3)
+
+
+def test_a_group_sharing_memory_with_a_batched_operand_is_refused() -> None:
+    b = np.ones((4, 4, 3), np.float32, order="F")
+    refused(BATCHED, [[matrix(4) for _ in range(3)], b, [b[:, :, 1]] * 3], "C", "B", 3)
+    refused(BATCHED, [[matrix(4) for _ in range(3)], b, b], "C", "B", 3)
+
+
+def test_groups_of_distinct_members_launch() -> None:
+    members = [matrix(4) for _ in range(3)]
+    outputs = [matrix(4, 0.0) for _ in range(3)]
+    compiled(BATCHED)["batched"](members, np.ones((4, 4, 3), np.float32, order="F"), outputs,
+                                 group_size=3)  # fmt: skip
+    for c in outputs:
+        np.testing.assert_array_equal(c, 4.0)
+
+
+def test_an_element_wise_instruction_may_read_what_it_writes() -> None:
+    """axpby with both arguments one array scales it (docs/language.md)."""
+    a = np.ones(8, np.float32)
+    compiled(AXPBY)["axpby"](a, a, group_size=1)
+    np.testing.assert_array_equal(a, 5.0)
+
+
+def test_pairs_follow_views_to_their_parameters() -> None:
+    """Views through group loads, subviews, expand and fuse lead back to parameters; views
+    of one parameter, and outputs that are not parameters' views, make no pair."""
+    text = """func @k(%A: group<memref<f32x4x4>>, %B: memref<f32x16>, %C: memref<f32x4x4x2>,
+                      %D: memref<f32x4x4>) {
+    %i = group_id
+    %a = load %A[%i] : group<memref<f32x4x4>>
+    %b = expand %B[0 -> 4x4] : memref<f32x16>
+    %c = subview %C[:, :, 0] : memref<f32x4x4x2>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+    %d = subview %C[:, :, 1] : memref<f32x4x4x2>
+    gemm.n.n 1.0, %c, %D, 1.0, %d : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+    %t = alloca -> memref<f32x4x4>
+    gemm.n.n 1.0, %a, %D, 0.0, %t : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+}"""
+    pairs = disjoint_pairs(load(text).functions[0])
+    assert {(p.output, p.operand) for p in pairs} == {(2, 0), (2, 1), (2, 3)}
+    assert pairs[0] == DisjointPair(2, 0, "the gemm at 7.5")
