@@ -32,6 +32,7 @@ K_UNROLL = 1
 # 2 and 8 measured the same)
 A_PREFETCH_STEPS = 4
 PREFETCH_C_K = 256  # a static K from which a tile prefetches C (`prefetches_c`)
+SHORT_CHAIN_ACCUMULATORS = 12  # dot tiles of a short K this large start from zero
 MIN_VECTOR_BYTES = 16  # xmm: the narrowest vectors a tile may use
 
 
@@ -93,7 +94,8 @@ class GemmNanokernel:
         """C := C + A B with f32/f64 C in whole vectors: the accumulators start as the tile
         of C, so the epilogue only stores (no zeroing, no second pass over C). Not with masked
         vectors: a masked store covers a whole vector's bytes, and the next tile's first load
-        of C overlapping them, issued right after it, could not be forwarded from it."""
+        of C overlapping them, issued right after it, could not be forwarded from it. Not for
+        dot tiles of a short K either (`short_dot_chains`)."""
         whole = (self.vectors - 1) * self.lanes + self.vector_lanes(self.vectors - 1)
         return (
             self.rows == whole
@@ -102,6 +104,21 @@ class GemmNanokernel:
             and not self.atomic
             and self.c_access is Access.CONTIGUOUS
             and self.compute in (ScalarType.F32, ScalarType.F64)
+            and not self.short_dot_chains
+        )
+
+    @property
+    def short_dot_chains(self) -> bool:
+        """A dot tile of a short static K (below PREFETCH_C_K) with at least
+        SHORT_CHAIN_ACCUMULATORS accumulators: each accumulator's chain is only K/2 dot
+        products long, so chains started from C's loads (from L2 when the tile is a batch
+        member) wait for them; started from zero, only the epilogue's adds do, and those run
+        beside the dot products. In-process, W4's bf16 batches in L2 (256 KB): 56x9x9
+        1.02-1.035x, 16^3 1.00-1.09x, 32^3 1.02-1.05x, 64^3 1.00-1.03x, 20x9x20 0.99-1.03x;
+        in L1 (16 KB) 56x9x9 1.06-1.07x. 8^3 (tiles of 8 accumulators, whose adds weigh
+        more) lost 3% in two runs of three, so smaller tiles keep C's loads."""
+        return (
+            self.dot and not self.long_k and self.vectors * self.columns >= SHORT_CHAIN_ACCUMULATORS
         )
 
     @property

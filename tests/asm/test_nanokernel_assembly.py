@@ -313,6 +313,21 @@ def bf16_gemm(m: int, n: int, k: int) -> str:
 }}"""
 
 
+def test_short_k_dot_tiles_start_from_zero() -> None:
+    """A bf16 dot tile of a short K with 12 or more accumulators starts them from zero and
+    adds C after the K loop (its chains would otherwise wait for C's loads); a tile of 8
+    keeps starting from C, and so does every f32 tile (`short_dot_chains`)."""
+    plans = nanotc.compile(bf16_gemm(56, 9, 9), target="avx512").nanokernels()
+    assert "acc[0..3][0..5] := 0" in plans and "acc[0..3][0..2] := 0" in plans
+    assert "C[tile] := acc + C" in plans and ":= C[tile]" not in plans
+    code = asm.function_lines(assembly(bf16_gemm(56, 9, 9), "avx512"), "k")
+    assert sum(line.strip().startswith("vaddps") for line in code) == 4 * 9
+    assert not any("(%rsp)" in line for line in code)
+    assert (
+        "acc[0..0][0..7] := C[tile]" in nanotc.compile(bf16_gemm(8, 8, 8), "avx512").nanokernels()
+    )
+
+
 @pytest.mark.parametrize("shape", [(64, 64, 256), (35, 9, 35), (16, 16, 17)], ids=str)
 def test_bf16_gemm_uses_vdpbf16ps_on_zmm(shape: tuple[int, int, int]) -> None:
     """On AVX512-BF16 (no AMX) a bf16 gemm's hot loop is vdpbf16ps on zmm, nothing spilled;
@@ -464,11 +479,10 @@ def test_blocked_tiles_prefetch_c_before_their_k_loop() -> None:
 
 def test_bf16_tile_narrows_its_last_vector() -> None:
     """bf16 20 x 9 x 20: the tile's last vector holds C's last four rows in an xmm, whose
-    pairs two 8-byte loads and one vpunpcklwd make: no lane masks, the accumulators start
-    from C, nothing spilled."""
+    pairs two 8-byte loads and one vpunpcklwd make: no lane masks, nothing spilled."""
     compilation = nanotc.compile(bf16_gemm(20, 9, 20), target="avx512")
     plans = compilation.nanokernels()
-    assert "1x16+4 rows" in plans and ":= C[tile]" in plans
+    assert "1x16+4 rows" in plans
     assert "A[row+16:row+20, k]" in plans
     code = compilation.assembly()
     assert "{%k" not in code and "(%rsp)" not in code
