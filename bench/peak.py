@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from llvmlite import ir
 
 from nanotc import targets
 from nanotc.runtime import jit
+from nanotc.runtime.pool import pool_for
 
 if TYPE_CHECKING:
     from bench import harness
@@ -88,7 +88,22 @@ def peak_module(loop: PeakLoop, chains: int) -> str:
     for value in updated[1:]:
         total = b.fadd(total, value)
     b.ret(b.extract_element(total, ir.Constant(I32, 0)))
+    _packed_entry(module, kernel)
     return str(module)
+
+
+def _packed_entry(module: ir.Module, kernel: ir.Function) -> None:
+    """`i32 peak_packed(i64 *slots, i64 begin, i64 end, i64 size)`: the loop behind nanotc's
+    packed entry point, so that its native pool runs it as it runs kernels. slots[0] is the
+    iteration count; the result goes to slots[1 + begin] (stored, so that it is computed)."""
+    slots_t = I64.as_pointer()
+    packed = ir.Function(module, ir.FunctionType(I32, [slots_t, I64, I64, I64]), "peak_packed")
+    slots, begin = packed.args[0], packed.args[1]
+    b = ir.IRBuilder(packed.append_basic_block("entry"))
+    result = b.call(kernel, [b.load(slots)])
+    out = b.gep(slots, [b.add(begin, ir.Constant(I64, 1))])
+    b.store(b.fptosi(result, I64), out)
+    b.ret(ir.Constant(I32, 0))
 
 
 def measure(loop: PeakLoop, target: targets.Target, chains: int = 24, repeat: int = 5) -> float:
@@ -111,7 +126,7 @@ def peak_call(
     """The peak loop as a benchmark contender: a call running `reps` units of `unit`
     iterations, and the flops of one unit (so kernels and the peak can be timed in the same
     interleaved rounds)."""
-    native = jit.JitModule(jit.optimize(peak_module(loop, chains), target), target)
+    native = _compiled(loop, target, chains)
     result = ctypes.c_float if loop.accumulator.element == F32 else ctypes.c_double
     fn = ctypes.CFUNCTYPE(result, ctypes.c_int64)(native.address("peak"))
 
@@ -119,6 +134,29 @@ def peak_call(
         fn(reps * unit)
 
     return call, unit * chains * loop.accumulator.count * loop.flops_per_lane
+
+
+def _compiled(loop: PeakLoop, target: targets.Target, chains: int) -> jit.JitModule:
+    return jit.JitModule(jit.optimize(peak_module(loop, chains), target), target)
+
+
+def on_every_thread(
+    loop: PeakLoop, target: targets.Target, threads: int, unit: int, chains: int = 24
+) -> Callable[[int], None]:
+    """A call running `reps` units of `unit` iterations on each of `threads` threads at once,
+    one chunk per thread of nanotc's native pool: its workers spin between launches, so the
+    loop starts on every core as a kernel's launch does (Python threads woke up late)."""
+    native = _compiled(loop, target, chains)
+    entry = native.address("peak_packed")
+    slots = (ctypes.c_uint64 * (1 + threads))()
+    bounds = (ctypes.c_int64 * (2 * threads))(*[x for c in range(threads) for x in (c, c + 1)])
+    slots_at, bounds_at = ctypes.addressof(slots), ctypes.addressof(bounds)
+
+    def call(reps: int, keep: object = (native, slots, bounds)) -> None:  # keep: alive with it
+        slots[0] = reps * unit
+        pool_for(threads).run(entry, slots_at, bounds_at, threads, threads)
+
+    return call
 
 
 def contender(
@@ -135,17 +173,9 @@ def contender(
     if loop is None:
         return None
     call, flops = peak_call(loop, target, ROUND_UNIT)
-    if threads == 1:
-        return Contender(CONTENDER, call, check=_unchecked), flops
-    pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="peak")
-
-    def on_every_thread(reps: int) -> None:  # ctypes releases the GIL during each call
-        others = [pool.submit(call, reps) for _ in range(threads - 1)]
-        call(reps)
-        for other in others:
-            other.result()
-
-    return Contender(CONTENDER, on_every_thread, pool, _unchecked), flops * threads
+    if threads > 1:
+        call = on_every_thread(loop, target, threads, ROUND_UNIT)
+    return Contender(CONTENDER, call, check=_unchecked), flops * threads
 
 
 def _unchecked(what: str) -> None:

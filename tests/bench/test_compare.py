@@ -277,8 +277,8 @@ def test_a_given_peak_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_peak_contender_runs_on_every_thread() -> None:
-    """bench.peak's contender: the loop on `threads` threads at once (flops of all of them),
-    its pool shut down with the comparison's settings; no loop for AMX tiles on this host."""
+    """bench.peak's contender: the loop on `threads` threads at once (flops of all of them,
+    through nanotc's native pool); no loop for AMX tiles on this host."""
     from bench import peak
 
     single, two = peak.contender("fp32", 1), peak.contender("fp32", 2)
