@@ -133,7 +133,12 @@ def peak_call(
     def call(reps: int, native: jit.JitModule = native) -> None:  # native: keeps the code alive
         fn(reps * unit)
 
-    return call, unit * chains * loop.accumulator.count * loop.flops_per_lane
+    return call, unit_flops(loop, unit, chains)
+
+
+def unit_flops(loop: PeakLoop, unit: int, chains: int = 24) -> float:
+    """The flops of `unit` iterations of the loop on one thread."""
+    return unit * chains * loop.accumulator.count * loop.flops_per_lane
 
 
 def _compiled(loop: PeakLoop, target: targets.Target, chains: int) -> jit.JitModule:
@@ -172,10 +177,11 @@ def contender(
     loop = next((x for x in peak_loops(target) if x.name == precision), None)
     if loop is None:
         return None
-    call, flops = peak_call(loop, target, ROUND_UNIT)
-    if threads > 1:
+    if threads == 1:
+        call, _ = peak_call(loop, target, ROUND_UNIT)
+    else:
         call = on_every_thread(loop, target, threads, ROUND_UNIT)
-    return Contender(CONTENDER, call, check=_unchecked), flops * threads
+    return Contender(CONTENDER, call, check=_unchecked), unit_flops(loop, ROUND_UNIT) * threads
 
 
 def _unchecked(what: str) -> None:
