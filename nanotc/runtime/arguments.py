@@ -34,7 +34,14 @@ from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
-from nanotc.runtime.overlap import DisjointPair, Piece, byte_range, disjoint_pairs, share_memory
+from nanotc.runtime.overlap import (
+    DisjointPair,
+    Piece,
+    byte_range,
+    disjoint_pairs,
+    share_memory,
+    shifted_member,
+)
 
 
 class ArgumentError(ValueError):
@@ -174,17 +181,29 @@ def groups_indexed_by_group_id(func: Function) -> frozenset[int]:
 
 def _pieces(argument: BoundArgument) -> list[Piece]:
     """The arrays an argument gives the kernel, with their byte ranges: a memref's array, a
-    group's member arrays (or the one batch they are slices of). Members of a group with an
-    offset are seen shifted, past their arrays: none of them (not tested)."""
+    group's member arrays (or the one batch they are slices of), or, for a group with an
+    offset, its members where the kernel sees them."""
     if isinstance(argument, MemrefView):
         arrays: Sequence[np.ndarray] = (argument.array,)
     elif isinstance(argument, GroupView) and argument.offset == 0:
         arrays = argument.arrays
+    elif isinstance(argument, GroupView):
+        arrays = [_shifted(argument.member(i), argument.offset) for i in range(len(argument))]
     else:
         return []
     return [
         (*byte_range(data_address(a), a.shape, a.strides, a.itemsize), a) for a in arrays if a.size
     ]
+
+
+def _shifted(view: MemrefView, offset: int) -> np.ndarray:
+    """Group member `view` as the kernel sees it, `offset` elements past its array's start."""
+    array = view.array
+    if not array.size:
+        return array
+    return shifted_member(
+        view.address + offset * array.itemsize, array.shape, array.strides, array.dtype
+    )
 
 
 def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:

@@ -9,12 +9,13 @@ the arrays bound to a pair (`nanotc.runtime.arguments` raises the error), and la
 skip binding (`KnownLayouts`) test their byte ranges (`byte_range`), the cheap half of it.
 
 Arrays count as overlapping when they share a byte (`numpy.shares_memory`): interleaved
-arrays whose elements never meet pass. Groups with a non-zero member offset, whose members
-the kernel sees shifted, are not tested.
+arrays whose elements never meet pass. Members of a group with a non-zero offset are tested
+where the kernel sees them, shifted past their arrays (`shifted_member`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +75,17 @@ def byte_range(
     extents = [(n - 1) * s for n, s in zip(shape, byte_strides)]
     low = address + sum(min(0, e) for e in extents)
     return low, address + sum(max(0, e) for e in extents) + itemsize
+
+
+def shifted_member(
+    address: int, shape: Sequence[int], byte_strides: Sequence[int], dtype: np.dtype
+) -> np.ndarray:
+    """The elements a kernel sees at `address` with this layout, as an array over that memory
+    (a group member seen past its array's start; binding has checked that the memory is the
+    caller's). It does not keep the memory alive: the launch's arguments do."""
+    low, high = byte_range(address, shape, byte_strides, dtype.itemsize)
+    memory = (ctypes.c_char * (high - low)).from_address(low)
+    return np.ndarray(tuple(shape), dtype, memory, address - low, tuple(byte_strides))
 
 
 Piece = tuple[int, int, np.ndarray]  # bytes [low, high) and the array spanning them

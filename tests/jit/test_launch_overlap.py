@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nanotc.check import load
-from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.arguments import ArgumentError, Group
 from nanotc.runtime.overlap import DisjointPair, disjoint_pairs
 
 from .helpers import compiled, run_reference
@@ -41,6 +41,14 @@ BATCHED = """func @batched(%A: group<memref<f32x4x4>>, %B: memref<f32x4x4x?>,
     %b = subview %B[:, :, %i] : memref<f32x4x4x?>
     %c = load %C[%i] : group<memref<f32x4x4>>
     gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+}"""
+
+SHIFTED = """func @shifted(%A: group<memref<f32x4x4>>, %B: memref<f32x4x4>,
+                       %C: group<memref<f32x4x4>, offset: ?>) {
+    %i = group_id
+    %a = load %A[%i] : group<memref<f32x4x4>>
+    %c = load %C[%i] : group<memref<f32x4x4>, offset: ?>
+    gemm.n.n 1.0, %a, %B, 1.0, %c : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
 }"""
 
 AXPBY = """func @axpby(%a: memref<f32x8>, %b: memref<f32x8>) {
@@ -140,6 +148,20 @@ def test_groups_of_distinct_members_launch() -> None:
                                  group_size=3)  # fmt: skip
     for c in outputs:
         np.testing.assert_array_equal(c, 4.0)
+
+
+def test_group_members_are_tested_where_the_offset_puts_them() -> None:
+    """C's member is the first 16 floats of a buffer, seen 16 elements on: refused where A's
+    member is the last 16, launched where A's member is C's own array."""
+    buffer = np.zeros(32, np.float32)
+    first = buffer[:16].reshape(4, 4, order="F")
+    last = buffer[16:].reshape(4, 4, order="F")
+    last[...] = 1.0
+    refused(SHIFTED, [[last], matrix(4), Group([first], offset=16)], "C", "A")
+    compiled(SHIFTED)["shifted"]([last], matrix(4), Group([first], offset=0), group_size=1)
+    np.testing.assert_array_equal(first, 4.0)
+    compiled(SHIFTED)["shifted"]([first], matrix(4), Group([first], offset=16), group_size=1)
+    np.testing.assert_array_equal(last, 17.0)  # 1 + (4 x 4 of C's fours)
 
 
 def test_an_element_wise_instruction_may_read_what_it_writes() -> None:
