@@ -75,7 +75,7 @@ def _output_not_operand(
     """The output may not be the very value of an operand: a gemm writes C tile by tile
     while it still reads A and B, so `gemm.n.n 1.0, %A, %C, 0.0, %C` would read elements it
     already wrote. (Distinct parameters sharing memory are refused at launch:
-    `nanotc.runtime.overlap`.)"""
+    `nanotc.runtime.writes`.)"""
     for name in operands:
         if inst.fields[name] is inst.fields[output]:
             ctx.error(ErrorKind.OUTPUT_IS_OPERAND, inst, output, output.upper(), name.upper())

@@ -34,13 +34,14 @@ from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
-from nanotc.runtime.overlap import (
+from nanotc.runtime.writes import (
     DisjointPair,
     Piece,
     byte_range,
     disjoint_pairs,
     share_memory,
     shifted_member,
+    written_parameters,
 )
 
 
@@ -120,6 +121,7 @@ class ArgumentBinder:
             for i, (name, p) in enumerate(zip(self._names, func.arguments))
         ]
         self.disjoint = disjoint_pairs(func)
+        self.written = written_parameters(func)
 
     def __call__(self, args: Sequence[Any], group_size: int) -> list[BoundArgument]:
         binders = self._binders
@@ -130,9 +132,28 @@ class ArgumentBinder:
                 f"@{self.func.name} takes {len(params)} arguments ({names}), {len(args)} given"
             )
         bound = [bind(value, group_size) for bind, value in zip(binders, args)]
+        for index, where in self.written.items():
+            self._check_writeable(index, where, bound[index])
         for pair in self.disjoint:
             self._check_disjoint(pair, bound)
         return bound
+
+    def _check_writeable(self, index: int, where: str, argument: BoundArgument) -> None:
+        """ArgumentError if the kernel would write an array numpy marks read-only."""
+        name = self._names[index]
+        if not isinstance(argument, GroupView):
+            labelled = [(name, argument.array)]
+        elif argument.batched:
+            labelled = [(name, argument.arrays[0])]
+        else:
+            labelled = [(f"{name}[{i}]", a) for i, a in enumerate(argument.arrays)]
+        for label, array in labelled:
+            if not array.flags.writeable:
+                raise ArgumentError(
+                    label,
+                    f"a writeable array ({where} writes %{name})",
+                    f"a read-only {_describe(array)}",
+                )
 
     def _check_disjoint(self, pair: DisjointPair, bound: Sequence[BoundArgument]) -> None:
         """ArgumentError at the output's argument if it shares memory with the operand's."""

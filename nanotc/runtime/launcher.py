@@ -29,8 +29,8 @@ from nanotc.runtime.arguments import (
     GroupView,
     data_address,
 )
-from nanotc.runtime.overlap import byte_range
 from nanotc.runtime.pool import pool_for
+from nanotc.runtime.writes import byte_range
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
@@ -172,10 +172,11 @@ class KnownLayouts:
     and fills the slots (a whole launch of three arrays took 7-11 us here, against 19-27
     with binding). Anything else (a new layout, a group, a foreign array, an error to
     report) takes the binding path, which is the only one that checks, and learns from it.
-    Binding's checks depend on nothing but the layout, but for arrays that must not share
-    memory (`nanotc.runtime.overlap`): their byte ranges are compared here, and ranges that
-    meet take the binding path, which tests the arrays exactly (the comparison costs a launch
-    of a gemm on three arrays 0.3-0.4 us of its 3)."""
+    Binding's checks depend on nothing but the layout, but for what the kernel's writes ask
+    (`nanotc.runtime.writes`): an array it writes must be writeable, tested here too, and
+    arrays that must not share memory have their byte ranges compared here; ranges that meet
+    take the binding path, which tests the arrays exactly (the comparison costs a launch of
+    a gemm on three arrays 0.3-0.4 us of its 3)."""
 
     _KEPT = 64  # layouts remembered per parameter before the memory is reset
 
@@ -185,6 +186,7 @@ class KnownLayouts:
         self._tail_readers = [_tail_readers(p) for p in params]
         self._scalars = [_scalar_slot(p, bind, i) for i, p in enumerate(params)]
         self._layouts: list[dict[tuple[Any, ...], KnownLayout]] = [{} for _ in params]
+        self._written = [i in bind.written for i in range(len(params))]  # must be writeable
         self._enabled = all(r is not None or s is not None
                             for r, s in zip(self._tail_readers, self._scalars))  # fmt: skip
         data_slot: dict[int, int] = {}  # a memref parameter's first slot is its data address
@@ -202,7 +204,9 @@ class KnownLayouts:
             return None
         values: list[int] = []
         spans: list[tuple[int, int] | None] = []
-        for value, layouts, scalar in zip(args, self._layouts, self._scalars):
+        for value, layouts, scalar, written in zip(
+            args, self._layouts, self._scalars, self._written
+        ):
             if scalar is not None:
                 slot = scalar(value)
                 if slot is None:
@@ -213,7 +217,7 @@ class KnownLayouts:
             if type(value) is not np.ndarray:
                 return None
             known = layouts.get((value.dtype, value.shape, value.strides))
-            if known is None:
+            if known is None or (written and not value.flags.writeable):
                 return None
             tail, span = known
             values.append(data_address(value))

@@ -1,7 +1,10 @@
-"""A launch whose arguments share memory where a gemm, gemv, ger or sum would write one while
-reading the other is refused with an ArgumentError naming both arguments and the instruction,
-before any native code runs; the reference evaluator refuses it the same way. Arguments
-whose arrays never share a byte launch, even where their address ranges interleave."""
+"""What a kernel's writes ask of a launch's arrays, checked before any native code runs, the
+same way by the reference evaluator:
+- an array the kernel writes (a collective instruction's output, a store's target) must be
+  writeable: a read-only one is refused with an ArgumentError naming the instruction;
+- where a gemm, gemv, ger or sum would write one argument while reading another, the two
+  must not share memory: refused naming both arguments and the instruction. Arguments whose
+  arrays never share a byte launch, even where their address ranges interleave."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 
 from nanotc.check import load
 from nanotc.runtime.arguments import ArgumentError, Group
-from nanotc.runtime.overlap import DisjointPair, disjoint_pairs
+from nanotc.runtime.writes import DisjointPair, disjoint_pairs, written_parameters
 
 from .helpers import compiled, run_reference
 
@@ -62,16 +65,89 @@ def matrix(n: int = 8, value: float = 1.0) -> np.ndarray:
 
 def refused(text: str, args: list[Any], output: str, operand: str, group_size: int = 1) -> None:
     """Both runners refuse the launch at `output`, naming `operand`; nothing is written."""
+    message = f"argument %{output}: expected memory disjoint from argument %{operand}"
+    refused_with(text, args, output, message, group_size)
+
+
+def refused_with(text: str, args: list[Any], name: str, message: str, group_size: int = 1) -> None:
+    """Both runners refuse the launch at argument `name` with `message`; nothing is written."""
     before = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
-    message = re.escape(f"argument %{output}: expected memory disjoint from argument %{operand}")
-    with pytest.raises(ArgumentError, match=message) as caught:
+    with pytest.raises(ArgumentError, match=re.escape(message)) as caught:
         compiled(text)[load(text).functions[0].name](*args, group_size=group_size)
-    assert caught.value.name == output
+    assert caught.value.name == name
     for a, b in zip(args, before):
         if isinstance(a, np.ndarray):
             np.testing.assert_array_equal(a, b)
-    with pytest.raises(ArgumentError, match=message):
+    with pytest.raises(ArgumentError, match=re.escape(message)):
         run_reference(text, args, group_size)
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def test_a_read_only_output_is_refused_and_read_only_inputs_launch() -> None:
+    refused_with(GEMM, [matrix(), matrix(), read_only(matrix())], "C",
+                 "argument %C: expected a writeable array (the gemm at 2.5 writes %C), got a"
+                 " read-only float32 array of shape (8, 8)")  # fmt: skip
+    c = matrix(value=0.0)
+    compiled(GEMM)["gemm"](read_only(matrix()), read_only(matrix()), c, group_size=1)
+    np.testing.assert_array_equal(c, 8.0)
+
+
+def test_an_output_over_a_bytes_object_is_refused() -> None:
+    """numpy marks a view of immutable memory read-only; the kernel must not write it."""
+    memory = bytes(8 * 8 * 4)
+    c = np.frombuffer(memory, np.float32).reshape(8, 8, order="F")
+    refused_with(GEMM, [matrix(), matrix(), c], "C", "expected a writeable array")
+    assert memory == bytes(8 * 8 * 4)
+
+
+def test_a_known_layout_made_read_only_is_refused() -> None:
+    """The launch that skips binding for known layouts tests the flag too."""
+    kernel = compiled(GEMM)["gemm"]
+    c = matrix(value=0.0)
+    kernel(matrix(), matrix(), c, group_size=1)
+    c.flags.writeable = False
+    with pytest.raises(ArgumentError, match="expected a writeable array"):
+        kernel(matrix(), matrix(), c, group_size=1)
+    np.testing.assert_array_equal(c, 8.0)
+
+
+def test_a_store_into_a_read_only_view_is_refused() -> None:
+    text = """func @put(%x: f32, %C: memref<f32x8x8>) {
+    %c = subview %C[:, 3] : memref<f32x8x8>
+    store %x, %c[2] : memref<f32x8>
+}"""
+    refused_with(text, [np.float32(1.0), read_only(matrix())], "C",
+                 "expected a writeable array (the store at 3.5 writes %C)")  # fmt: skip
+
+
+def test_a_read_only_member_of_an_output_group_is_refused() -> None:
+    outputs = [matrix(4, 0.0), read_only(matrix(4, 0.0)), matrix(4, 0.0)]
+    b = np.ones((4, 4, 3), np.float32, order="F")
+    refused_with(BATCHED, [[matrix(4) for _ in range(3)], b, outputs], "C[1]",
+                 "argument %C[1]: expected a writeable array (the gemm at 7.5 writes %C)", 3)  # fmt: skip
+
+
+def test_written_parameters_follow_views() -> None:
+    text = """func @k(%A: group<memref<f32x4x4>>, %B: memref<f32x16>, %C: memref<f32x4x4x2>,
+                      %x: memref<f32x4>, %y: memref<f32x4>) {
+    %i = group_id
+    %a = load %A[%i] : group<memref<f32x4x4>>
+    %b = expand %B[0 -> 4x4] : memref<f32x16>
+    axpby.n 1.0, %a, 1.0, %b : f32, memref<f32x4x4>, f32, memref<f32x4x4>
+    %c = subview %C[:, :, 1] : memref<f32x4x4x2>
+    %v = load %y[0] : memref<f32x4>
+    store %v, %c[0, 0] : memref<f32x4x4>
+    %t = alloca -> memref<f32x4x4>
+    gemm.n.n 1.0, %a, %b, 0.0, %t : f32, memref<f32x4x4>, memref<f32x4x4>, f32, memref<f32x4x4>
+}"""
+    assert written_parameters(load(text).functions[0]) == {
+        1: "the axpby at 6.5",
+        2: "the store at 9.5",
+    }
 
 
 def test_a_gemm_whose_output_is_its_operand_is_refused_with_where() -> None:

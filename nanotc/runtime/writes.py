@@ -1,4 +1,10 @@
-"""Launch arguments that share memory where a kernel writes one while it reads the other.
+"""What a kernel's writes ask of its launch arguments: an array it writes must be writeable,
+and must not share memory with an operand read while it is written.
+
+`written_parameters` finds, once per kernel, the parameters whose views a store or a
+collective instruction writes; binding refuses read-only arrays for them (numpy's
+`writeable` flag: a view of a `bytes` object, `broadcast_to`'s result), which the kernel
+would otherwise write through.
 
 A gemm, gemv, ger or sum computes its output piece by piece while it still reads its
 operands, so an output overlapping an operand gives undefined results (docs/language.md).
@@ -22,8 +28,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nanotc.ir.core import Function, walk
-from nanotc.ir.instructions import Expand, Fuse, Gemm, Gemv, Ger, Load, Subview, Sum
+from nanotc.ir.core import Function, Instruction, walk
+from nanotc.ir.instructions import (
+    BlasInstruction,
+    Expand,
+    Fuse,
+    Gemm,
+    Gemv,
+    Ger,
+    Load,
+    Store,
+    Subview,
+    Sum,
+)
 from nanotc.ir.values import OpResult, Value
 
 _READS_WHILE_WRITING = (Gemm, Gemv, Ger, Sum)
@@ -40,6 +57,24 @@ class DisjointPair:
     where: str
 
 
+def written_parameters(func: Function) -> dict[int, str]:
+    """The parameters (indices) the kernel writes through some view, each with the first
+    instruction that does."""
+    params = {id(p): i for i, p in enumerate(func.arguments)}
+    written: dict[int, str] = {}
+    for inst in walk(func.body):
+        if isinstance(inst, BlasInstruction):
+            target = inst.output()
+        elif isinstance(inst, Store):
+            target = inst.target
+        else:
+            continue
+        param = _parameter_of(target, params)
+        if param is not None:
+            written.setdefault(param, _where(inst))
+    return written
+
+
 def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
     """One pair per (output, operand) parameters of the kernel's gemm, gemv, ger and sum
     instructions, where those are views of two distinct parameters."""
@@ -51,12 +86,16 @@ def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
         output = _parameter_of(inst.output(), params)
         if output is None:
             continue
-        where = f"the {inst.name}" + (f" at {inst.loc.begin}" if inst.loc else "")
+        where = _where(inst)
         for value in inst.inputs():
             operand = _parameter_of(value, params)
             if operand is not None and operand != output:
                 pairs.setdefault((output, operand), DisjointPair(output, operand, where))
     return tuple(pairs.values())
+
+
+def _where(inst: Instruction) -> str:
+    return f"the {inst.name}" + (f" at {inst.loc.begin}" if inst.loc else "")
 
 
 def _parameter_of(value: Value, params: dict[int, int]) -> int | None:
