@@ -261,10 +261,12 @@ class KernelGen:
         stride = flat.strides[0]
         entries = self.choice([f"{rows}x{cols}", f"{rows}x?", f"?x{cols}"])
         self.emit(f"{name} = expand {flat.name}[0 -> {entries}] : {flat.type(e)}")
-        # a `?` entry is inferred from the flat view's size: static only when that size is
+        # a `?` entry is inferred from the flat view's size: static only when that size is;
+        # the second mode's stride steps over the rows, so it is as static as their count
         inferred = flat.static[0]
         static = (entries[0] != "?" or inferred, not entries.endswith("?") or inferred)
-        return View(name, shape, static, (stride, stride * rows), flat.root, writable)
+        column_stride = stride * rows if static[0] else None
+        return View(name, shape, static, (stride, column_stride), flat.root, writable)
 
     # -- statements -----------------------------------------------------------------------------
     def scalar(self, scope: Scope) -> str:
