@@ -61,7 +61,8 @@ class Kernel:
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
         threads = default_threads() if num_threads is None else num_threads
-        if type(group_size) is int and type(threads) is int and group_size >= 0 and threads >= 1:
+        plain = type(group_size) is int and type(threads) is int
+        if plain and 0 <= group_size <= _MAX_GROUPS and threads >= 1:
             values = self._known.slot_values(args)
             if values is not None:  # every argument of a layout bound before: no binding
                 buffer = self._buffers.take(values)
@@ -75,8 +76,10 @@ class Kernel:
     def prepare(self, *args: Any, group_size: int, num_threads: int | None = None) -> Launch:
         """Bind and check the arguments once; the returned Launch runs the kernel on them
         (reading and writing the arrays in place) each time it is called."""
-        if not _is_count(group_size) or group_size < 0:
-            raise ValueError(f"group_size must be a non-negative integer, got {group_size!r}")
+        if not _is_count(group_size) or not 0 <= group_size <= _MAX_GROUPS:
+            raise ValueError(
+                f"group_size must be an integer from 0 to {_MAX_GROUPS}, got {group_size!r}"
+            )
         threads = default_threads() if num_threads is None else num_threads
         if not _is_count(threads) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
@@ -84,6 +87,9 @@ class Kernel:
         slots, keepalive = self._pack(bound)
         self._known.learn(args, bound)
         return Launch(self, slots, keepalive, split(int(group_size), int(threads)))
+
+
+_MAX_GROUPS = 2**63 - 1  # the native entry takes the group count as an int64
 
 
 def _is_count(value: object) -> bool:

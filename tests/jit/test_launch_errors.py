@@ -207,11 +207,17 @@ def test_wrong_number_of_arguments_names_the_parameters(runner: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "group_size", [-1, 1.5, "3", None, 2.0], ids=["negative", "float", "str", "None", "float2"]
+    "group_size",
+    [-1, 1.5, "3", None, 2.0, 2**63, 2**64],
+    ids=["negative", "float", "str", "None", "float2", "past-int64", "wraps-to-zero"],
 )
 def test_bad_group_size(group_size: Any) -> None:
+    """Counts the native entry's int64 cannot hold are refused, not wrapped (also by a
+    launch whose arrays have layouts bound before, which skips binding)."""
+    launch(good())
     args = good()
-    with pytest.raises(ValueError, match=r"group_size must be a non-negative integer, got "):
+    message = r"group_size must be an integer from 0 to 9223372036854775807, got "
+    with pytest.raises(ValueError, match=message):
         launch(args, group_size=group_size)
     assert not args["out"].any()
 
