@@ -21,6 +21,7 @@ import llvmlite.binding as llvm
 
 from nanotc.check import check, load
 from nanotc.codegen.llvm.module import emit_module
+from nanotc.diagnostics import require_type
 from nanotc.ir.core import Program, walk
 from nanotc.ir.printer import print_instruction, print_program
 from nanotc.ir.tile import TileBatchGemm, TileGemm
@@ -138,6 +139,9 @@ def compile(
     `options`: register-tile and blocking choices overriding the analytical ones (default:
     the tuning database's for the target). `cache`: use the kernel cache (default: unless
     `NANOTC_CACHE=0`). With `$NANOTC_DUMP_DIR` set, every stage is written there."""
+    require_type(source, str | Program, "nanotc.compile: expected program text or a Program")
+    require_type(options, CompileOptions | None, "nanotc.compile: options must be CompileOptions")
+    require_type(cache, bool | None, "nanotc.compile: cache must be True, False or None")
     program = load(source, name) if isinstance(source, str) else check(source)
     resolved = get(target)
     if options is None:

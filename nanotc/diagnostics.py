@@ -142,8 +142,19 @@ class Source:
     text: str
     name: str = "<memory>"
 
+    def __post_init__(self) -> None:
+        require_type(self.text, str, "program text must be a str")
+        require_type(self.name, str, "a program's name must be a str")
+
     def lines(self) -> list[str]:
         return self.text.split("\n")
+
+
+def require_type(value: object, kind: type | tuple[type, ...], expected: str) -> None:
+    """TypeError saying what a public function expected and what it was given instead (not an
+    AttributeError from deep inside the compiler)."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{expected}, got {type(value).__name__} {value!r}"[:200])
 
 
 def render(diag: Diagnostic, source: Source | None) -> str:

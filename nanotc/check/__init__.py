@@ -9,12 +9,13 @@ from __future__ import annotations
 from nanotc.check import blas_rules  # noqa: F401  (registers the linear-algebra rules)
 from nanotc.check.context import CheckContext
 from nanotc.check.structure import StructureChecker
-from nanotc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Source
+from nanotc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Source, require_type
 from nanotc.frontend.parser import parse_source
 from nanotc.ir.core import Program
 
 
 def verify(program: Program) -> list[Diagnostic]:
+    require_type(program, Program, "expected a Program (nanotc.parse or nanotc.load makes one)")
     sink = DiagnosticSink()
     StructureChecker(CheckContext(sink)).program(program)
     return sink.diagnostics

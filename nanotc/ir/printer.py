@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nanotc.diagnostics import require_type
 from nanotc.ir.core import (
     AttrField,
     Flag,
@@ -250,6 +251,7 @@ CUSTOM_PRINTERS: dict[str, Callable[[Any, Callable[[Value], str]], str]] = {
 
 
 def print_program(program: Program) -> str:
+    require_type(program, Program, "expected a Program to print")
     chunks = []
     for func in program.functions:
         chunks.append(print_function(func))

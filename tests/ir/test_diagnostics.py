@@ -252,3 +252,26 @@ def test_built_program_prints_and_reloads() -> None:
         "}\n"
     )
     assert nanotc.dump(nanotc.load(text)) == text
+
+
+@pytest.mark.parametrize("function", ["compile", "load", "parse", "check", "verify", "dump"])
+@pytest.mark.parametrize("value", [None, 5, b"func @k() {}"], ids=["None", "int", "bytes"])
+def test_public_functions_name_what_they_expected_instead_of_a_program(
+    function: str, value: object
+) -> None:
+    """A TypeError that says what was given, not an AttributeError from inside."""
+    with pytest.raises(TypeError, match=f"got {type(value).__name__} "):
+        getattr(nanotc, function)(value)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"options": 5}, "options must be CompileOptions, got int"),
+        ({"cache": "yes"}, "cache must be True, False or None, got str"),
+        ({"name": 5}, "a program's name must be a str, got int"),
+    ],
+)
+def test_compile_options_of_the_wrong_type_are_refused(options: dict, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        nanotc.compile("func @k() {}", **options)
