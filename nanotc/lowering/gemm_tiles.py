@@ -76,7 +76,7 @@ def tile_gemm(
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
         )  # fmt: skip
 
-    reserved = epilogue_registers(g.alpha, g.beta) + operand_registers(g, target)
+    reserved = tile_reserved(g, target)
     extents = gemm_extents(g)
     sig = gemm_signature(g, DIRECT, extents, reserved)
     dots = dot_rows(g, target)
@@ -88,9 +88,7 @@ def tile_gemm(
             cover = lambda b, micro: tile_block(b, tile, m, n, micro)  # noqa: E731
             return tiles_on_pairs(g, tile, (m, n, k), cover)
         return tile_output(g.c, extents, target, micro, reserved, tile)
-    m, n, k = extents
-    assert m is not None and n is not None and k is not None  # dot_rows takes static ones
-    tiled = (m - dots, n, k)
+    tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, micro, tiled)
 
@@ -150,6 +148,20 @@ def epilogue_registers(alpha: Value, beta: Value) -> int:
     alpha_one = is_literal(alpha, 1)
     beta_simple = isinstance(beta, Constant) and beta.value in (0, 1)
     return int(not alpha_one) + int(not beta_simple)
+
+
+def tile_reserved(g: Gemm, target: Target) -> int:
+    """Vector registers the register tiles of `g` leave free, on the direct and batch-reduce
+    paths: the tuner keys its choices by this count, so it must be the lowering's."""
+    return epilogue_registers(g.alpha, g.beta) + operand_registers(g, target)
+
+
+def direct_model_extents(g: Gemm, target: Target) -> Extents:
+    """The extents the direct path's tile model is asked about: C's rows without those
+    left to row dot products."""
+    m, n, k = gemm_extents(g)
+    dots = dot_rows(g, target)
+    return (m - dots, n, k) if dots and m is not None else (m, n, k)
 
 
 def operand_registers(g: Gemm, target: Target) -> int:

@@ -65,7 +65,13 @@ from nanotc.lowering.gemm_blocked import (
     packed_element,
 )
 from nanotc.lowering.gemm_in_place import in_place_path, in_place_tile
-from nanotc.lowering.gemm_tiles import epilogue_registers, gemm_extents, supported
+from nanotc.lowering.gemm_tiles import (
+    Extents,
+    direct_model_extents,
+    gemm_extents,
+    supported,
+    tile_reserved,
+)
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
@@ -89,6 +95,8 @@ class Site:
     analytical: GemmChoice
     packed: ScalarType | None = None  # what the blocked path's packs hold (block sizes)
     in_place_width: int = 0  # the widest blocked tile that reads B in place (block sizes)
+    # M, N, K as the path's tile model sees them (blocks: any size, None)
+    model_extents: Extents = (None, None, None)
 
     @property
     def key(self) -> str:
@@ -269,15 +277,16 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         blocks = _blocking(target, packed, tile, extents, width)
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
         return Site(signature(g, path, extents, reserved), element, choice, packed, width)
-    elif path in (K_BLOCKS, PANELS):
+    modelled = extents
+    if path in (K_BLOCKS, PANELS):
         reserved = blocked_reserved(g)
         tile, _ = in_place_tile(g, path, target)
-        choice = GemmChoice((tile.mv, tile.nr))
     else:
-        reserved = epilogue_registers(g.alpha, g.beta)
-        tile = choose(target, element, *extents, reserved)
-        choice = GemmChoice((tile.mv, tile.nr))
-    return Site(signature(g, path, extents, reserved), element, choice)
+        reserved = tile_reserved(g, target)
+        modelled = direct_model_extents(g, target) if path == DIRECT else extents
+        tile = choose(target, element, *modelled, reserved)
+    choice = GemmChoice((tile.mv, tile.nr))
+    return Site(signature(g, path, extents, reserved), element, choice, model_extents=modelled)
 
 
 def _blocking(
@@ -306,13 +315,15 @@ def _arrays_exceed(arguments: Sequence[Any], limit: int) -> bool:
 
 
 def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, int]]:
-    """Register tiles that fit, best estimate first (the analytical choice left out)."""
-    m, n, k = site.signature.shape
-    reserved = site.signature.reserved
-    if site.signature.path == BLOCKED:
-        m = n = k = None  # blocks: the model assumes large extents
-    tiles = ranked(target, site.element, m, n, k, reserved)
-    out = [(t.mv, t.nr) for t in tiles if (t.mv, t.nr) != site.analytical.tile]
+    """Register tiles that fit, best estimate first. Left out: tiles wider than a static N,
+    which run as the N-wide tile, and the analytical choice (so clipped)."""
+    m, n, k = site.model_extents
+    tiles = ranked(target, site.element, m, n, k, site.signature.reserved)
+    assert site.analytical.tile is not None
+    mv, nr = site.analytical.tile
+    analytical = (mv, nr if n is None else min(nr, n))
+    distinct = [(t.mv, t.nr) for t in tiles if n is None or t.nr <= n]
+    out = [t for t in distinct if t != analytical]
     return out[: max(0, count)]
 
 

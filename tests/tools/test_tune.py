@@ -112,6 +112,59 @@ def test_in_place_site_and_its_tile_override(shape: tuple[int, int, int], path: 
     assert tiles_of(tuned.tiled()) == {"16 x 4"} | edges
 
 
+def _gemm(m: int, n: int, k: int, inputs: str, output: str = "f32", beta: str = "0.0") -> str:
+    a, b, c = (f"memref<{inputs}x{m}x{k}>", f"memref<{inputs}x{k}x{n}>",
+               f"memref<{output}x{m}x{n}>")  # fmt: skip
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+    gemm.n.n 1.0, %A, %B, {beta}, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
+def _batch_reduce(inputs: str) -> str:
+    a, b, c = (f"group<memref<{inputs}x32x32>>", f"group<memref<{inputs}x32x32>>",
+               "memref<f32x32x32>")  # fmt: skip
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}, %n: index) {{
+    for %i = 0, %n {{
+        %a = load %A[%i] : {a}
+        %b = load %B[%i] : {b}
+        gemm.n.n 1.0, %a, %b, 1.0, %C : f32, memref<{inputs}x32x32>, memref<{inputs}x32x32>, f32, memref<f32x32x32>
+    }}
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        (_gemm(56, 9, 9, "bf16"), "avx512"),  # vdpbf16ps tiles keep two registers free
+        (_gemm(56, 9, 9, "bf16"), "avx2"),  # widened bf16 keeps one
+        (_gemm(40, 12, 16, "f16"), "avx512"),
+        (_batch_reduce("bf16"), "avx512"),
+        (_gemm(66, 8, 64, "f32", beta="1.0"), "avx512"),  # the last two rows are row dot products
+    ],
+    ids=["bf16-dot", "bf16-avx2", "f16", "bf16-batch", "f32-row-dots"],
+)
+def test_site_keys_and_choices_are_the_lowerings(text: str, target: str) -> None:
+    """The tuner names each site as lowering does and predicts its tile, so a tuned tile
+    reaches the kernel: for 16-bit operands, the registers their K steps need are part of
+    the key."""
+    t = get(target)
+    analytical = nanotc.compile(text, t, options=CompileOptions())
+    (site,) = gemm_sites(analytical.program.function("k"), t)
+    n = site.signature.shape[1]
+    assert n is not None
+    lanes = t.lanes(nanotc.ir.types.ScalarType.F32)
+
+    def printed(tile: tuple[int, int] | None) -> str:  # a tile wider than C runs as wide
+        assert tile is not None
+        return f"{tile[0] * lanes} x {min(tile[1], n)}"
+
+    assert printed(site.analytical.tile) in tiles_of(analytical.tiled())
+    other = tile_candidates(site, t, 1)[0]
+    tuned = nanotc.compile(text, t, options=CompileOptions.of({site.key: GemmChoice(other)}))
+    assert printed(other) in tiles_of(tuned.tiled())
+    assert tuned.tiled() != analytical.tiled()
+
+
 def test_gemm_sites_of_a_kernel() -> None:
     func = nanotc.load(MIXED).function("mixed")
     small = gemm_sites(func, AVX2)
