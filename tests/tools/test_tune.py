@@ -23,7 +23,7 @@ from nanotc.lowering.choices import (
 )
 from nanotc.lowering.register_tile import choose
 from nanotc.targets import get
-from nanotc.tuning import database
+from nanotc.tuning import database, tuner
 from nanotc.tuning.tuner import TuneError, gemm_sites, tile_candidates, tune
 
 from .cli import nanotc_cli
@@ -242,6 +242,23 @@ def test_tune_stores_a_winner_that_later_compiles_use(tmp_path, monkeypatch, rng
     later["bgemm"](*args[:2], c, group_size=8)
     want = np.einsum("ikg,kjg->ijg", args[0].astype(np.float64), args[1]) + args[2]
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_reported_gain_compares_timings_taken_alike(monkeypatch, rng) -> None:
+    """The search's first timings run slow (cold caches, clocks); when no candidate wins
+    once confirmed, the report must not turn that into a gain."""
+    timings = iter([2.0, 2.0])  # the warm-up and the first analytical timing
+
+    def time(self, options: CompileOptions) -> float:
+        return next(timings, 1.0)
+
+    monkeypatch.setattr(tuner._Bench, "time", time)
+    messages: list[str] = []
+    result = tune(BATCHED, "bgemm", batched_arguments(rng), 8, budget=5.0, tiles=3,
+                  store=False, progress=messages.append)  # fmt: skip
+    assert all(r.best == r.site.analytical for r in result.sites)
+    assert result.seconds == result.analytical_seconds == 1.0
+    assert "1.00x the analytical choices" in messages[-1]
 
 
 def test_tune_refuses_kernels_without_gemms(rng) -> None:
