@@ -24,10 +24,19 @@ class UsageError(Exception):
 
 def read_source(path: str) -> tuple[str, str]:
     """The text and the name diagnostics use for it."""
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path, encoding="utf-8") as f:
-        return f.read(), path
+    data, name = (sys.stdin.buffer.read(), "<stdin>") if path == "-" else (_read(path), path)
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        byte = data[e.start]
+        raise UsageError(f"{name}:{line}.{column}: not UTF-8 text (byte 0x{byte:02x})") from None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def write_output(output: str | bytes, path: str | None) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from nanotc.ir.core import Function
@@ -44,7 +45,10 @@ def make_arguments(
     args = []
     for param in func.arguments:
         name = param.name or str(param.index)
-        args.append(_argument(name, param.type, group_size, sizes, rng))
+        try:
+            args.append(_argument(name, param.type, group_size, sizes, rng))
+        except MemoryError:
+            raise RunError(f"%{name}: its random array does not fit in memory") from None
     unused = set(sizes) - _size_names(func)
     if unused:
         raise RunError(
@@ -70,7 +74,7 @@ def _argument(
 ) -> Any:
     if isinstance(t, ScalarType):
         if name in sizes:
-            return numpy_dtype(t).type(sizes[name])
+            return _scalar(name, t, sizes[name])
         if t.is_int:
             raise RunError(f"integer parameter %{name} needs a value: --size {name}=VALUE")
         return numpy_dtype(t).type(rng.uniform(-1, 1))
@@ -78,6 +82,25 @@ def _argument(
         return random_array(t, _shape(name, t, sizes), rng)
     assert isinstance(t, GroupType)
     return random_array(t.memref, (*_shape(name, t.memref, sizes), groups), rng)
+
+
+def _scalar(name: str, t: ScalarType, value: int) -> Any:
+    """`value` as the parameter's numpy scalar, refused unless the type holds it exactly."""
+    dtype = numpy_dtype(t)
+    if t is ScalarType.I1:
+        low, high = 0, 1
+    elif t.is_int:
+        low, high = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+    else:
+        low, high = -_float_max(dtype), _float_max(dtype)
+    if not low <= value <= high:
+        raise RunError(f"--size {name}={value}: %{name} is {t}, which holds {low} to {high}")
+    return dtype.type(value)
+
+
+def _float_max(dtype: np.dtype) -> int:
+    """The largest finite value of a float dtype (bf16's from ml_dtypes), as an integer."""
+    return int(float(ml_dtypes.finfo(dtype).max))
 
 
 def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -90,6 +113,8 @@ def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...
                     f"dynamic size of mode {mode} of %{name} needs a value: --size {key}=VALUE"
                 )
             size = sizes[key]
+            if size < 0:
+                raise RunError(f"--size {key}={size}: a size cannot be negative")
         shape.append(size)
     return tuple(shape)
 
@@ -136,10 +161,13 @@ def compare_outputs(
     for p, got, want in zip(func.arguments, native, reference):
         if not isinstance(got, np.ndarray):
             continue
-        a, b = got.astype(np.float64), want.astype(np.float64)
-        scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
-        error = float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+        a, b = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+        # NaN where both are NaN and infinities both have are agreement, not errors
+        alike = (np.isnan(a) & np.isnan(b)) | (np.isinf(b) & (a == b))
+        differ, finite = a[~alike], b[~alike]
+        scale = max(1.0, float(np.max(np.abs(finite[np.isfinite(finite)]), initial=0.0)))
+        error = float(np.max(np.abs(differ - finite), initial=0.0)) / scale
         tolerance = 1e-4 if got.dtype.itemsize <= 4 else 1e-10
-        ok = bool(np.array_equal(np.isnan(a), np.isnan(b))) and error <= tolerance
+        ok = error <= tolerance
         report.append((p.name or "?", error, ok))
     return report

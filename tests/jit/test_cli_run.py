@@ -133,13 +133,71 @@ def test_run_reads_standard_input() -> None:
         (["--group-size", "2", "--size", "D.2=x"], "expected NAME=INTEGER"),
         (["--group-size", "2", "--size", "D.2=2", "--size", "Q.0=1"], "Q.0"),
         (["--group-size", "2", "--size", "D.2=2", "--target", "sparc"], "unknown target"),
+        (["--group-size", "2", "--size", "D.2=-2"], "--size D.2=-2: a size cannot be negative"),
+        (["--group-size", "2", "--size", "D.2=10**15"], "expected NAME=INTEGER"),
+        (["--group-size", "2", "--size", "D.2=1000000000000"], "%D: its random array does not"),
+        # the reference finds the index out of bounds before native code would follow it
+        (["--group-size", "10", "--size", "D.2=5", "--check"], "index 5 out of bounds"),
     ],
-    ids=["missing size", "bad size", "unknown size", "unknown target"],
+    ids=[
+        "missing size",
+        "bad size",
+        "unknown size",
+        "unknown target",
+        "negative size",
+        "expression",
+        "too large",
+        "out of bounds",
+    ],
 )
 def test_run_command_line_errors(args: list[str], message: str) -> None:
     result = nanotc("run", str(EXAMPLE), "--kernel", "fused_kernel", *args)
     assert result.returncode == 1
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_needs_a_timed_launch() -> None:
+    args = ["--kernel", "fused_kernel", "--group-size", "2", "--size", "D.2=2", "--repeat", "0"]
+    result = nanotc("run", str(EXAMPLE), *args)
+    assert result.returncode == 2  # an option argparse refuses, as documented
+    assert "argument --repeat: expected at least 1, got 0" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("200", "%n is i8, which holds -128 to 127"), ("-129", "holds -128 to 127"),
+     ("2", "@k: 1 work-groups")],
+)  # fmt: skip
+def test_run_integer_scalars_must_fit_their_type(tmp_path, value: str, message: str) -> None:
+    path = tmp_path / "k.ir"
+    path.write_text("func @k(%n: i8) {\n}\n")
+    result = nanotc("run", str(path), "--kernel", "k", "--group-size", "1", "--size", f"n={value}")
+    assert message in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_check_counts_nan_and_infinities_both_sides_agree_on(tmp_path) -> None:
+    path = tmp_path / "k.ir"
+    path.write_text("""func @k(%A: memref<f32x?>) {
+    %g = group_id
+    %v = load %A[%g] : memref<f32x?>
+    %zero = arith.sub %v, %v : f32
+    %nan = arith.div %zero, %zero : f32
+    %inf = arith.div %v, %zero : f32
+    %sum = arith.add %nan, %inf : f32
+    store %inf, %A[%g] : memref<f32x?>
+}""")
+    args = ["--kernel", "k", "--group-size", "4", "--size", "A.0=4", "--check", "--repeat", "1"]
+    result = nanotc("run", str(path), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check %A: max relative error 0.00e+00 ok" in result.stdout
+
+
+def test_run_file_that_is_not_utf8_names_the_place(tmp_path) -> None:
+    path = tmp_path / "bad.ir"
+    path.write_bytes(b"func @k() {\n  \xff\n}\n")
+    result = nanotc("check", str(path))
+    assert result.returncode == 1
+    assert f"nanotc check: {path}:2.3: not UTF-8 text (byte 0xff)" in result.stderr
 
 
 def test_run_invalid_program_reports_its_location(tmp_path) -> None:
