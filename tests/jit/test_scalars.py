@@ -368,3 +368,20 @@ def test_scalar_arguments_of_every_type(target: str) -> None:
             got, want = outcome.native[len(values) + k], outcome.reference[len(values) + k]
             assert_same_bits(got, want, t)
             assert_same_bits(got, np.asarray(values[k]).astype(DTYPES[t]), t)
+
+
+def test_names_longer_than_llvm_keeps_compile_and_run() -> None:
+    """LLVM clips local names to 1024 characters when it parses a module: two parameters
+    sharing that prefix, and a memref whose size slot adds a suffix, must still compile."""
+    import nanotc
+
+    x, y = "b" * 1030 + "1", "b" * 1030 + "2"
+    v = "a" * 1100
+    text = f"""func @k(%{x}: f32, %{y}: f32, %{v}: memref<f32x?>) {{
+    %g = group_id
+    %s = arith.sub %{x}, %{y} : f32
+    store %s, %{v}[%g] : memref<f32x?>
+}}"""
+    out = np.zeros(3, np.float32)
+    nanotc.compile(text)["k"](np.float32(5), np.float32(2), out, group_size=3)
+    np.testing.assert_array_equal(out, [3, 3, 3])

@@ -20,6 +20,10 @@ from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.ir.values import Constant, Value
 from nanotc.targets import Target
 
+# LLVM clips local names to 1024 characters when it parses the module, so two long program
+# names sharing their first 1024 would collide there; llvmlite makes clipped ones unique
+LOCAL_NAME_LIMIT = 256
+
 EmitFn = Callable[["FunctionEmitter", Any], None]
 EMITTERS: dict[type[Instruction], EmitFn] = {}
 
@@ -31,6 +35,11 @@ def emits(*classes: type[Instruction]) -> Callable[[EmitFn], EmitFn]:
         return fn
 
     return register
+
+
+def local_name(name: str) -> str:
+    """A program name for a local LLVM value, clipped to LOCAL_NAME_LIMIT characters."""
+    return name[:LOCAL_NAME_LIMIT]
 
 
 @dataclass
@@ -64,7 +73,7 @@ class FunctionEmitter:
     # -- values ----------------------------------------------------------------------------
     def define(self, value: Value, emitted: Any) -> None:
         if isinstance(emitted, ir.NamedValue) and value.name and not emitted.name:
-            emitted.name = value.name
+            emitted.name = local_name(value.name)
         self.values[id(value)] = emitted
 
     def value(self, v: Value) -> Any:

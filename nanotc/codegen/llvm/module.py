@@ -22,7 +22,7 @@ from nanotc.codegen.llvm import (  # noqa: F401  (each module registers its emit
     row_dots,
     scalar,
 )
-from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState
+from nanotc.codegen.llvm.emitter import FunctionEmitter, KernelState, local_name
 from nanotc.codegen.llvm.helpers import for_range, from_memory, intrinsic
 from nanotc.codegen.llvm.memory import STACK_ALLOCA_LIMIT
 from nanotc.codegen.llvm.types import (
@@ -81,7 +81,7 @@ def emit_kernel(module: ir.Module, func: Function, target: Target) -> ir.Functio
     fn_type = ir.FunctionType(I32, [native_type(a) for a in native] + [I64] * 3)
     fn = ir.Function(module, fn_type, func.name)
     for arg, value in zip(native, fn.args):
-        value.name = _native_name(func, arg)
+        value.name = local_name(_native_name(func, arg))
     begin, end, size = fn.args[len(native) :]
     for value, name in zip((begin, end, size), abi.LAUNCH_ARGS):
         value.name = name
