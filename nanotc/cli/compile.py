@@ -63,6 +63,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError("--emit shared needs an output file: -o LIBRARY.so")
     header = None
     if args.header:  # first: a kernel C cannot declare fails before anything is written
+        if not Path(args.header).resolve().parent.is_dir():
+            raise UsageError(f"--header {args.header}: no such directory")
         banner = header_banner(compilation, name)
         header = c_header(compilation.program, header_guard(args.header), banner)
     if args.emit == "shared":

@@ -51,12 +51,39 @@ _MEMORY_C_TYPES = {
     ScalarType.F64: "double",
 }
 
-_RESERVED_C_NAMES = frozenset(
+_C_KEYWORDS = (
     "auto break case char const continue default do double else enum extern float for goto "
     "if inline int long register restrict return short signed sizeof static struct switch "
     "typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false "
-    "alignas alignof nullptr static_assert thread_local typeof main".split()
+    "alignas alignof nullptr static_assert thread_local typeof main"
 )
+# the header has an extern "C" block for C++ includers
+_CPP_KEYWORDS = (
+    "and and_eq asm bitand bitor catch char8_t char16_t char32_t class co_await co_return "
+    "co_yield compl concept const_cast consteval constexpr constinit decltype delete "
+    "dynamic_cast explicit export friend mutable namespace new noexcept not not_eq operator or "
+    "or_eq private protected public reinterpret_cast requires static_cast template this throw "
+    "try typeid typename using virtual wchar_t xor xor_eq"
+)
+
+
+def _stdint_names() -> list[str]:
+    """The typedefs and macros of <stdint.h>, which the header includes."""
+    kinds = ("", "_least", "_fast")
+    names = ["intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "NULL", "SIZE_MAX"]
+    names += ["INTMAX_C", "UINTMAX_C", "INTPTR_MIN", "INTPTR_MAX", "UINTPTR_MAX"]
+    names += ["INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX", "PTRDIFF_MIN", "PTRDIFF_MAX"]
+    names += [f"{k}_{e}" for k in ("SIG_ATOMIC", "WCHAR", "WINT") for e in ("MIN", "MAX")]
+    for bits in (8, 16, 32, 64):
+        names += [f"INT{bits}_C", f"UINT{bits}_C"]
+        for kind in kinds:
+            names += [f"int{kind}{bits}_t", f"uint{kind}{bits}_t"]
+            names += [f"INT{kind.upper()}{bits}_MIN", f"INT{kind.upper()}{bits}_MAX"]
+            names.append(f"UINT{kind.upper()}{bits}_MAX")
+    return names
+
+
+_RESERVED_C_NAMES = frozenset([*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_stdint_names()])
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LAUNCH_NAMES = frozenset({*abi.LAUNCH_ARGS, "args", "slots", "chunk", "status"})
 
@@ -77,14 +104,22 @@ def scalar_c_type(t: ScalarType) -> str:
     return _MEMORY_C_TYPES[t]
 
 
+def _usable(name: str) -> bool:
+    """A C identifier no keyword, <stdint.h> name or implementation-reserved name (`_X...`,
+    `__...`, or the header guards' NANOTC_ prefix) could break."""
+    reserved = name in _RESERVED_C_NAMES or re.match(r"_[A-Z_]|NANOTC_", name)
+    return bool(_IDENTIFIER.match(name)) and not reserved
+
+
 def c_name(kernel: str) -> str:
     """`kernel` if it can be a C function name (the object's symbol is the kernel's name)."""
-    if not _IDENTIFIER.match(kernel) or kernel in _RESERVED_C_NAMES:
-        raise AotError(
-            f"kernel @{kernel} cannot be declared in C: its name is not a C identifier "
-            "(rename the function)"
-        )
-    return kernel
+    if not _IDENTIFIER.match(kernel):
+        why = "is not a C identifier"
+    elif not _usable(kernel):
+        why = "is reserved in C or C++ (a keyword, a <stdint.h> name, or a reserved prefix)"
+    else:
+        return kernel
+    raise AotError(f"kernel @{kernel} cannot be declared in C: its name {why} (rename it)")
 
 
 def c_header(program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = "") -> str:
@@ -100,10 +135,29 @@ def c_header(program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = ""
         'extern "C" {',
         "#endif",
     ]
+    _check_global_names(program)
     for func in program.functions:
         lines += ["", *_kernel_declarations(func)]
     lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
+
+
+HELPER_SUFFIXES = ("", "__packed", "_args", "_run", "_launch")
+
+
+def _check_global_names(program: Program) -> None:
+    """Each kernel declares its name with HELPER_SUFFIXES: no two kernels may share one."""
+    owner: dict[str, str] = {}
+    for func in program.functions:
+        for suffix in HELPER_SUFFIXES:
+            name = c_name(func.name) + suffix
+            other = owner.setdefault(name, func.name)
+            if other != func.name:
+                first, second = sorted((other, func.name), key=len)
+                raise AotError(
+                    f"kernels @{first} and @{second} cannot be declared in one C header: "
+                    f"both would declare {name} (rename one)"
+                )
 
 
 def _kernel_declarations(func: Function) -> list[str]:
@@ -137,14 +191,15 @@ def _kernel_declarations(func: Function) -> list[str]:
             [f"const {name}_args *args", "int64_t group_size", "int64_t chunk"],
             ") {",
         ),
-        "    if (chunk <= 0) chunk = group_size > 0 ? group_size : 1;",
-        "    int64_t chunks = (group_size + chunk - 1) / chunk;",
+        "    if (chunk <= 0 || chunk > group_size) chunk = group_size > 0 ? group_size : 1;",
+        "    int64_t chunks = group_size / chunk + (group_size % chunk != 0);",
         "    int32_t status = 0;",
         "#ifdef _OPENMP",
         "#pragma omp parallel for schedule(static) reduction(|:status)",
         "#endif",
         "    for (int64_t c = 0; c < chunks; ++c) {",
-        "        int64_t end = (c + 1) * chunk < group_size ? (c + 1) * chunk : group_size;",
+        "        int64_t left = group_size - c * chunk; /* no sum here can overflow */",
+        "        int64_t end = left > chunk ? c * chunk + chunk : group_size;",
         f"        status |= {name}_run(args, c * chunk, end, group_size);",
         "    }",
         "    return status;",
@@ -170,15 +225,30 @@ def _wrap(head: str, items: list[str], tail: str, width: int = 100) -> list[str]
 
 
 def _fields(func: Function) -> list[tuple[str, str, str]]:
-    """(C type, C name, meaning) of every native argument, in order."""
+    """(C type, C name, meaning) of every native argument, in order: a parameter whose
+    fields' names (`D`, `D_size0`, ...) clash with an earlier one's takes trailing `_`s."""
     bases = _parameter_names(func)
-    out = []
-    for arg in abi.flatten(func):
-        param = func.arguments[arg.param]
-        base, t = bases[arg.param], param.type
-        label = f"%{param.name or arg.param}"
-        out.append(_field(arg, base, t, label))
-    return out
+    native = abi.flatten(func)
+    while True:
+        out = []
+        for arg in native:
+            param = func.arguments[arg.param]
+            label = f"%{param.name or arg.param}"
+            out.append(_field(arg, bases[arg.param], param.type, label))
+        clash = _first_clash(native, [field for _, field, _ in out])
+        if clash is None:
+            return out
+        bases[clash] += "_"
+
+
+def _first_clash(native: list[abi.NativeArg], fields: list[str]) -> int | None:
+    """The parameter owning the first field whose name an earlier field has."""
+    seen: set[str] = set()
+    for arg, field in zip(native, fields):
+        if field in seen:
+            return arg.param
+        seen.add(field)
+    return None
 
 
 def _field(arg: abi.NativeArg, base: str, t: object, label: str) -> tuple[str, str, str]:
@@ -214,7 +284,7 @@ def _parameter_names(func: Function) -> list[str]:
     names: list[str] = []
     for index, param in enumerate(func.arguments):
         name = param.name or ""
-        if not _IDENTIFIER.match(name) or name in _RESERVED_C_NAMES or name in _LAUNCH_NAMES:
+        if not _usable(name) or name in _LAUNCH_NAMES:
             name = f"arg{index}"
         while name in names:
             name += "_"

@@ -67,7 +67,8 @@ def c_program(header: str) -> str:
 {c_array("b_data", "float", b)}
 {c_array("x_data", "double", x)}
 int main(int argc, char **argv) {{
-    int64_t chunk = argc > 1 ? 2 : 0;
+    /* "chunked": two work-groups a chunk; "whole": one chunk larger than any sum allows */
+    int64_t chunk = argc > 1 ? (argv[1][0] == 'w' ? INT64_MAX : 2) : 0;
     float *members[{GROUPS}];
     int64_t sizes[{GROUPS}], strides[{GROUPS}];
     for (int g = 0; g < {GROUPS}; ++g) {{
@@ -101,14 +102,19 @@ def expected() -> np.ndarray:
     return np.concatenate([c, x])
 
 
-def build_and_run(tmp_path: Path, link: list[str], extra: list[str] = ()) -> np.ndarray:  # type: ignore[assignment]
+def build_and_run(
+    tmp_path: Path,
+    link: list[str],
+    extra: list[str] = (),
+    mode: str = "",  # type: ignore[assignment]
+) -> np.ndarray:
     (tmp_path / "main.c").write_text(c_program("kernels.h"))
     exe = tmp_path / "main"
     cmd = [GCC, "-std=c11", "-O1", "-Wall", "-Werror", *extra, "main.c", *link, "-o", str(exe)]
     built = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert built.returncode == 0, built.stderr
     ran = subprocess.run(
-        [str(exe), *(["chunked"] if extra else [])],
+        [str(exe), *([mode] if mode else ["chunked"] if extra else [])],
         capture_output=True,
         text=True,
         timeout=60,
@@ -164,6 +170,12 @@ def test_launch_helper_runs_chunks_in_parallel_with_openmp(aot_dir: Path) -> Non
     np.testing.assert_allclose(got, expected(), rtol=1e-6, atol=1e-6)
 
 
+@needs_gcc
+def test_launch_helper_with_a_chunk_past_every_sum(aot_dir: Path) -> None:
+    got = build_and_run(aot_dir, ["kernels.o"], mode="whole")
+    np.testing.assert_allclose(got, expected(), rtol=1e-6, atol=1e-6)
+
+
 def test_shared_library_loads_with_ctypes(aot_dir: Path) -> None:
     lib = ctypes.CDLL(str(aot_dir / "libkernels.so"))
     lib.shift.restype = ctypes.c_int32
@@ -195,10 +207,53 @@ def test_scalar_c_types_follow_the_native_types() -> None:
 
 
 def test_names_that_are_not_c_identifiers_are_refused_or_renamed() -> None:
-    with pytest.raises(AotError, match="not a C identifier"):
-        c_header(nanotc.load("func @int(%a: f32) {}\n"))
+    with pytest.raises(AotError, match="its name is not a C identifier"):
+        c_header(nanotc.load("func @0(%a: f32) {}\n"))
+    for reserved in ("int", "int64_t", "new", "NANOTC_K"):
+        with pytest.raises(AotError, match=f"@{reserved} cannot be .* is reserved in C or C"):
+            c_header(nanotc.load(f"func @{reserved}(%a: f32) {{}}\n"))
     header = c_header(nanotc.load("func @k(%0: f32, %group_size: index, %int: i8) {}\n"))
     assert "int32_t k(float arg0, int64_t arg1, int8_t arg2, int64_t group_begin," in header
+
+
+CLASHING = """\
+func @k(%D: memref<f32x?>, %D_size0: index, %int64_t: f32, %NULL: f32, %INT8_MAX: i8,
+        %class: f32, %NANOTC_K_H: f32) {}
+"""
+
+
+@needs_gcc
+@pytest.mark.parametrize("language", ["c", "c++"])
+def test_header_of_clashing_and_reserved_parameter_names_compiles(tmp_path, language) -> None:
+    """A derived field (D_size0) clashing with a parameter, <stdint.h> typedefs and macros, C++
+    keywords and the header guards' prefix are all renamed, so the header compiles as C and C++."""
+    header = c_header(nanotc.load(CLASHING), "NANOTC_K_H")
+    assert (
+        "int32_t k(float *D, int64_t D_size0, int64_t D_size0_, float arg2, float arg3," in header
+    )
+    path = tmp_path / "k.h"
+    path.write_text(header)
+    compiler = GCC if language == "c" else shutil.which("g++")
+    if compiler is None:
+        pytest.skip("g++ is not installed")
+    standard = "-std=c11" if language == "c" else "-std=c++11"
+    cmd = [compiler, standard, "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", language]
+    built = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.parametrize("other", ["k_args", "k_run", "k_launch", "k__packed"])
+def test_kernels_whose_helpers_would_clash_are_refused(other: str) -> None:
+    with pytest.raises(AotError, match=f"@k and @{other} cannot .* both would declare {other}"):
+        c_header(nanotc.load(f"func @k(%a: f32) {{}}\nfunc @{other}(%a: f32) {{}}\n"))
+
+
+def test_header_in_a_missing_directory_fails_before_anything_is_written(tmp_path: Path) -> None:
+    (tmp_path / "k.ir").write_text(KERNELS)
+    args = ["--emit", "obj", "-o", "k.o", "--header", "no/k.h"]
+    result = nanotc_cli("compile", "k.ir", *args, cwd=tmp_path)
+    assert result.returncode == 1 and "--header no/k.h: no such directory" in result.stderr
+    assert not (tmp_path / "k.o").exists()
 
 
 def test_shared_without_output_file_is_a_clear_error(tmp_path: Path) -> None:
