@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from nanotc import targets
 from nanotc.runtime import jit
-from nanotc.runtime.pool import pool_for
+from nanotc.runtime.pool import run_chunks
 
 if TYPE_CHECKING:
     from bench import harness
@@ -159,7 +159,7 @@ def on_every_thread(
 
     def call(reps: int, keep: object = (native, slots, bounds)) -> None:  # keep: alive with it
         slots[0] = reps * unit
-        pool_for(threads).run(entry, slots_at, bounds_at, threads, threads)
+        run_chunks(entry, slots_at, bounds_at, threads, threads)
 
     return call
 

@@ -29,7 +29,7 @@ from nanotc.runtime.arguments import (
     GroupView,
     data_address,
 )
-from nanotc.runtime.pool import pool_for
+from nanotc.runtime.pool import run_chunks
 from nanotc.runtime.writes import byte_range
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
@@ -131,10 +131,8 @@ def _run(kernel: Kernel, slots_at: int, work: Split) -> None:
         ((lo, hi),) = work.chunks
         code = kernel._entry(slots_at, lo, hi, work.size)
     else:
-        pool = pool_for(len(work.chunks))
-        code = pool.run(
-            kernel._entry_address, slots_at, work.bounds_at, len(work.chunks), work.size
-        )
+        chunks = len(work.chunks)
+        code = run_chunks(kernel._entry_address, slots_at, work.bounds_at, chunks, work.size)
     if code:
         raise MemoryError(f"@{kernel.name}: could not allocate scratch memory for its allocas")
 

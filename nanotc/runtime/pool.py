@@ -84,12 +84,16 @@ class NativePool:
             self._call_stop(started)
             raise PoolError(f"could not start {workers} worker threads (started {started})")
 
-    def run(self, entry: int, slots: int, bounds: int, chunks: int, size: int) -> int:
+    def run(self, entry: int, slots: int, bounds: int, chunks: int, size: int) -> int | None:
         """Runs work-groups [bounds[2c], bounds[2c + 1]) (int64 at address `bounds`) of a
-        launch of `size` work-groups for each chunk c < `chunks` (at most workers + 1) through
-        the packed entry point at `entry`; returns the bitwise or of its return codes."""
-        assert 1 <= chunks <= self.workers + 1
+        launch of `size` work-groups for each chunk c < `chunks` through the packed entry
+        point at `entry`; returns the bitwise or of its return codes. None, having run
+        nothing, when the pool has fewer than chunks - 1 workers: another thread stopped it
+        (to grow the process's pool) since this one was handed it."""
+        assert chunks >= 1
         with self._lock:
+            if chunks > self.workers + 1:
+                return None
             return self._run(self._state_at, self._boxes_at, entry, slots, bounds, chunks, size)
 
     def stop(self) -> None:
@@ -127,6 +131,15 @@ def pool_for(chunks: int) -> NativePool:
                 _pool.stop()
             _pool = NativePool(chunks - 1)
         return _pool
+
+
+def run_chunks(entry: int, slots: int, bounds: int, chunks: int, size: int) -> int:
+    """`NativePool.run` on the process's pool, started or grown as needed; looked up again
+    when another Python thread replaced it between the lookup and the run."""
+    while True:
+        code = pool_for(chunks).run(entry, slots, bounds, chunks, size)
+        if code is not None:
+            return code
 
 
 def _shutdown() -> None:

@@ -136,3 +136,33 @@ def test_the_process_exits_cleanly_with_workers_spinning() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2000"
+
+
+def test_a_launch_survives_another_thread_growing_the_pool() -> None:
+    """One thread launches on two threads while another keeps asking for more, so the pool is
+    stopped and replaced between the first thread's lookup and its run: the run must go to
+    the new pool (it hung on the stopped one), and every work-group still run once."""
+    result = run_python(
+        f"""
+        import faulthandler, threading, numpy as np, nanotc
+        faulthandler.dump_traceback_later(60, exit=True)
+        kernel = nanotc.compile({HITS!r}, cache=False)["k"]
+        done = threading.Event()
+        launches = []
+        steady_hits, growing_hits = np.zeros(512, np.int32), np.zeros(512, np.int32)
+        def steady():
+            while not done.is_set():
+                kernel(steady_hits, group_size=512, num_threads=2)
+                launches.append(1)
+        def growing():
+            for threads in range(3, 40):
+                kernel(growing_hits, group_size=512, num_threads=threads)
+            done.set()
+        threads = [threading.Thread(target=steady), threading.Thread(target=growing)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert (steady_hits == len(launches)).all() and (growing_hits == 37).all()
+        print("ok", len(launches))
+        """
+    )
+    assert result.returncode == 0 and result.stdout.startswith("ok"), result.stderr
