@@ -21,6 +21,7 @@ given, before any native code runs.
 from __future__ import annotations
 
 import ctypes
+import math
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -245,7 +246,29 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
     real = int | float | np.integer | np.floating | ml_dtypes.bfloat16
     if not isinstance(value, real) or isinstance(value, bool):
         raise ArgumentError(name, f"a real number ({t})", _describe(value))
+    if _overflows(t, value):
+        raise ArgumentError(name, f"a real number within {t}'s range", _describe(value))
     return dtype.type(value)
+
+
+# the least magnitude each float type rounds to infinity: its largest value plus half an ulp;
+# for bf16 less half an f32 ulp, as ml_dtypes rounds a float to f32 first
+_ROUNDS_TO_INFINITY = {
+    ScalarType.F16: float.fromhex("0x1.ffep15"),
+    ScalarType.BF16: float.fromhex("0x1.feffffp127"),
+    ScalarType.F32: float.fromhex("0x1.ffffffp127"),
+    ScalarType.F64: math.inf,
+}
+
+
+def _overflows(t: ScalarType, value: Any) -> bool:
+    """Whether a finite `value` would become an infinity in `t` (an infinity or NaN given is
+    kept as it is)."""
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer past every float
+        return True
+    return not math.isinf(as_float) and abs(as_float) >= _ROUNDS_TO_INFINITY[t]
 
 
 def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:

@@ -4,9 +4,11 @@ stays untouched); the reference evaluator raises the same errors (it shares the 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
@@ -162,6 +164,9 @@ CASES = {
     "float for f32 given a string": ("x", "1.5", r"a real number \(f32\)", r"str '1.5'"),
     "bool for a float": ("x", True, r"a real number \(f32\)", r"bool True"),
     "array for a scalar": ("x", np.zeros(2), r"a real number", r"float64 array"),
+    "f32 past its range": ("x", 1e39, r"a real number within f32's range", r"float 1e\+39"),
+    "integer past every float": ("x", 10**400, r"within f32's range", r"int 1000"),
+    "numpy f64 past f32": ("x", np.float64(-3.5e38), r"within f32's range", r"float64"),
     "float for an integer": ("n", 1.0, r"an integer \(i8\)", r"float 1.0"),
     "integer out of range": ("n", 300, r"an integer \(i8\) in \[-128, 127\]", r"300"),
     "negative out of range": ("n", -129, r"an integer \(i8\) in \[-128, 127\]", r"-129"),
@@ -282,3 +287,31 @@ def test_a_layout_checked_before_does_not_let_a_wrong_one_through() -> None:
         with pytest.raises(ArgumentError, match="argument %y"):
             kernel(x, array, group_size=1)
         assert not array.any(), name
+
+
+@pytest.mark.parametrize(
+    ("element", "dtype", "largest", "overflowing"),
+    [
+        ("f16", np.float16, 65519.0, 65520.0),
+        ("bf16", ml_dtypes.bfloat16, float.fromhex("0x1.fefffep127"), 3.4e38),
+        ("f32", np.float32, float.fromhex("0x1.fffffefffp127"), float.fromhex("0x1.ffffffp127")),
+    ],
+)
+def test_float_scalars_that_round_to_infinity_are_refused(
+    element: str, dtype: type, largest: float, overflowing: float
+) -> None:
+    """The boundary is exact: a value that rounds to the type's largest finite one binds,
+    the first that rounds to infinity does not; infinities and NaN given as such bind."""
+    kernel = compiled(f"""func @k(%x: {element}, %out: memref<{element}x1>) {{
+    %z = cast 0 : index -> index
+    store %x, %out[%z] : memref<{element}x1>
+}}""")["k"]
+    out = np.zeros(1, dtype)
+    for value in (largest, -largest, math.inf, -math.inf):
+        kernel(value, out, group_size=1)
+        assert float(out[0]) == float(dtype(value)) and (math.isinf(value) or math.isfinite(out[0]))
+    for value in (overflowing, -overflowing):
+        with pytest.raises(ArgumentError, match=f"within {element}'s range"):
+            kernel(value, out, group_size=1)
+    kernel(math.nan, out, group_size=1)
+    assert math.isnan(out[0])
