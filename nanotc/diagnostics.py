@@ -97,6 +97,7 @@ class ErrorKind(enum.Enum):
         "Modes cannot be fused: stride of mode {} must equal stride times size of mode {}"
     )
     ALLOCA_DYNAMIC = "Alloca requires a memref type with static shape and strides"
+    ALLOCA_TOO_LARGE = "Alloca of {} bytes exceeds the {} bytes a process can address"
     # regions and control flow
     COLLECTIVE_IN_SPMD = "Collective instruction must not be called from SPMD region"
     NESTED_SPMD = "SPMD regions must not be nested"

@@ -69,6 +69,7 @@ def _arith_binary(inst: Instruction, ctx: CheckContext) -> None:
 
 
 _BOOLEAN_OPS = (BinaryOp.AND, BinaryOp.OR, BinaryOp.XOR)
+ADDRESSABLE_BYTES = 1 << 48  # the virtual address space of x86-64 (four-level paging)
 
 
 @rule(Cmp)
@@ -232,6 +233,9 @@ def _alloca(inst: Instruction, ctx: CheckContext) -> None:
     assert isinstance(inst, Alloca)
     if not inst.memref.is_static:
         ctx.error(ErrorKind.ALLOCA_DYNAMIC, inst)
+    elif inst.memref.size_in_bytes() > ADDRESSABLE_BYTES:  # its byte count would wrap in i64
+        ctx.error(ErrorKind.ALLOCA_TOO_LARGE, inst, None, inst.memref.size_in_bytes(),
+                  ADDRESSABLE_BYTES)  # fmt: skip
     if inst.loc is None:  # a parsed type was checked where it is written (frontend.types)
         for kind in memref_errors(inst.memref):
             ctx.error(kind, inst)
