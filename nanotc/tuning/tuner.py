@@ -22,6 +22,7 @@ choice. A time budget stops the search between candidates.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import statistics
 import sys
@@ -73,6 +74,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
+from nanotc.runtime.arguments import Group
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
 from nanotc.tuning import database
@@ -407,7 +409,7 @@ class _Bench:
             self.reference = args
             return
         for index, (got, want) in enumerate(zip(args, self.reference)):
-            if isinstance(got, np.ndarray) and not _close(got, want):
+            if not all(_close(g, w) for g, w in zip(_arrays(got), _arrays(want))):
                 raise TuneError(
                     f"a candidate computed a different argument {index} than the analytical "
                     "choice: please report this as a nanotc bug"
@@ -431,11 +433,54 @@ def median_seconds(launch: Callable[[], None], repeats: int) -> float:
 
 
 def _copy(value: Any) -> Any:
+    """A copy of an argument that a launch sees as it sees the original: arrays keep their
+    strides and their place in the memory around them (a group's offset reaches past its
+    members), so tuning accepts what launches accept and never writes the caller's arrays."""
     if isinstance(value, np.ndarray):
-        return value.copy(order="K")
+        return _same_layout(value)
+    if isinstance(value, Group):
+        return Group(_copy(value.members), value.offset)
     if isinstance(value, list | tuple):
         return type(value)(_copy(v) for v in value)
     return value
+
+
+def _same_layout(array: np.ndarray) -> np.ndarray:
+    """`array` in a copy of the whole memory block its data lies in (the block numpy
+    allocated for it; else the bytes its elements span), at the same offset and strides."""
+    owner = array
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if owner.base is None:  # numpy allocated the block: copy it whole
+        start, size = owner.ctypes.data, owner.nbytes
+    else:  # memory from elsewhere (a bytes object, a foreign buffer): only the span
+        start, size = _span(array)
+    block = np.empty(size, np.uint8)
+    ctypes.memmove(block.ctypes.data, start, size)
+    copy = np.ndarray(array.shape, array.dtype, block, array.ctypes.data - start, array.strides)
+    copy.flags.writeable = array.flags.writeable
+    return copy
+
+
+def _span(array: np.ndarray) -> tuple[int, int]:
+    """The address and length of the bytes between an array's first and last elements."""
+    if array.size == 0:
+        return array.ctypes.data, 0
+    extents = [(n - 1) * s for n, s in zip(array.shape, array.strides)]
+    low = sum(e for e in extents if e < 0)
+    high = sum(e for e in extents if e > 0) + array.itemsize
+    return array.ctypes.data + low, high - low
+
+
+def _arrays(value: Any) -> list[np.ndarray]:
+    """The arrays an argument holds (a group's members too)."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, Group):
+        return _arrays(value.members)
+    if isinstance(value, list | tuple):
+        return [a for v in value for a in _arrays(v)]
+    return []
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:

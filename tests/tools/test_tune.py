@@ -22,6 +22,7 @@ from nanotc.lowering.choices import (
     GemmChoice,
 )
 from nanotc.lowering.register_tile import choose
+from nanotc.runtime.arguments import Group
 from nanotc.targets import get
 from nanotc.tuning import database, tuner
 from nanotc.tuning.tuner import TuneError, gemm_sites, tile_candidates, tune
@@ -242,6 +243,30 @@ def test_tune_stores_a_winner_that_later_compiles_use(tmp_path, monkeypatch, rng
     later["bgemm"](*args[:2], c, group_size=8)
     want = np.einsum("ikg,kjg->ijg", args[0].astype(np.float64), args[1]) + args[2]
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+STRIDED_AND_SHIFTED = """func @k(%A: memref<f32x8x8,strided<1,10>>, %C: group<memref<f32x8x8>, offset: ?>) {
+    %g = group_id
+    %c = load %C[%g] : group<memref<f32x8x8>, offset: ?>
+    gemm.n.n 1.0, %A, %A, 1.0, %c : f32, memref<f32x8x8,strided<1,10>>, memref<f32x8x8,strided<1,10>>, f32, memref<f32x8x8>
+}"""
+
+
+def test_tune_takes_what_a_launch_takes_and_leaves_it_untouched(rng) -> None:
+    """A view whose static strides the kernel requires, and a group whose offset reaches
+    past its members into the memory around them: tuning times copies with the same layout
+    (it refused the first and wrote into the second's arrays)."""
+    a = np.asfortranarray(rng.uniform(-1, 1, (10, 8)).astype(np.float32))[:8]
+    block = np.zeros(2 * 64 + 2, np.float32)
+    members = [block[g * 64 : (g + 1) * 64].reshape(8, 8, order="F") for g in range(2)]
+    arguments = [a, Group(members, offset=2)]
+    nanotc.compile(STRIDED_AND_SHIFTED)["k"](*arguments, group_size=2)
+    launched = block.copy()
+    block[:] = 0
+    result = tune(STRIDED_AND_SHIFTED, "k", arguments, 2, budget=2.0, tiles=1, repeats=1,
+                  store=False, progress=lambda _: None)  # fmt: skip
+    assert result.sites and not block.any()
+    assert np.allclose(launched[2:66].reshape(8, 8, order="F"), a @ a, atol=1e-5)
 
 
 def test_reported_gain_compares_timings_taken_alike(monkeypatch, rng) -> None:
