@@ -64,6 +64,17 @@ class Group:
     offset: int = 0
 
 
+def arrays_of(value: Any) -> list[np.ndarray]:
+    """The numpy arrays an argument holds: itself, or a group's members."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, Group):
+        return arrays_of(value.members)
+    if isinstance(value, list | tuple):
+        return [a for v in value for a in arrays_of(v)]
+    return []
+
+
 class MemrefView(NamedTuple):
     """A memref as the kernel sees it: address of element 0, sizes and element strides
     (a named tuple: one is built per memref argument of every launch)."""

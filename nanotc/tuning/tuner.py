@@ -74,7 +74,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
-from nanotc.runtime.arguments import Group
+from nanotc.runtime.arguments import Group, arrays_of
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
 from nanotc.tuning import database
@@ -409,7 +409,7 @@ class _Bench:
             self.reference = args
             return
         for index, (got, want) in enumerate(zip(args, self.reference)):
-            if not all(_close(g, w) for g, w in zip(_arrays(got), _arrays(want))):
+            if not all(_close(g, w) for g, w in zip(arrays_of(got), arrays_of(want))):
                 raise TuneError(
                     f"a candidate computed a different argument {index} than the analytical "
                     "choice: please report this as a nanotc bug"
@@ -470,17 +470,6 @@ def _span(array: np.ndarray) -> tuple[int, int]:
     low = sum(e for e in extents if e < 0)
     high = sum(e for e in extents if e > 0) + array.itemsize
     return array.ctypes.data + low, high - low
-
-
-def _arrays(value: Any) -> list[np.ndarray]:
-    """The arrays an argument holds (a group's members too)."""
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, Group):
-        return _arrays(value.members)
-    if isinstance(value, list | tuple):
-        return [a for v in value for a in _arrays(v)]
-    return []
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:

@@ -21,7 +21,7 @@ import nanotc
 from nanotc.api import Compilation
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
-from nanotc.runtime.arguments import Group
+from nanotc.runtime.arguments import Group, arrays_of
 
 TARGETS = ("host", "avx2", "generic")
 """The targets every key differential test runs on (all three execute on this machine)."""
@@ -88,16 +88,6 @@ def clone(arg: Any) -> Any:
     if isinstance(arg, list | tuple):
         return [clone(a) for a in arg]
     return arg
-
-
-def arrays_of(arg: Any) -> list[np.ndarray]:
-    if isinstance(arg, np.ndarray):
-        return [arg]
-    if isinstance(arg, Group):
-        return arrays_of(arg.members)
-    if isinstance(arg, list | tuple):
-        return [a for x in arg for a in arrays_of(x)]
-    return []
 
 
 def random_array(
