@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from nanotc.ir.core import Function
 from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type, numpy_dtype
+from nanotc.runtime.arguments import ArgumentError, bind_scalar
 from nanotc.transforms.flops import flops_per_group
 
 
@@ -85,22 +85,11 @@ def _argument(
 
 
 def _scalar(name: str, t: ScalarType, value: int) -> Any:
-    """`value` as the parameter's numpy scalar, refused unless the type holds it exactly."""
-    dtype = numpy_dtype(t)
-    if t is ScalarType.I1:
-        low, high = 0, 1
-    elif t.is_int:
-        low, high = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
-    else:
-        low, high = -_float_max(dtype), _float_max(dtype)
-    if not low <= value <= high:
-        raise RunError(f"--size {name}={value}: %{name} is {t}, which holds {low} to {high}")
-    return dtype.type(value)
-
-
-def _float_max(dtype: np.dtype) -> int:
-    """The largest finite value of a float dtype (bf16's from ml_dtypes), as an integer."""
-    return int(float(ml_dtypes.finfo(dtype).max))
+    """`value` bound as a launch binds the parameter (refused unless the type holds it)."""
+    try:
+        return bind_scalar(name, t, value)
+    except ArgumentError as e:
+        raise RunError(f"--size {name}={value}: {e}") from None
 
 
 def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...]:

@@ -165,7 +165,8 @@ def test_run_needs_a_timed_launch() -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("200", "%n is i8, which holds -128 to 127"), ("-129", "holds -128 to 127"),
+    [("200", "--size n=200: argument %n: expected an integer (i8) in [-128, 127], got 200"),
+     ("-129", "in [-128, 127], got -129"),
      ("2", "@k: 1 work-groups")],
 )  # fmt: skip
 def test_run_integer_scalars_must_fit_their_type(tmp_path, value: str, message: str) -> None:
