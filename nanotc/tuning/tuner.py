@@ -297,13 +297,12 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         blocks = _blocking(target, packed, tile, extents, width)
         choice = GemmChoice((tile.mv, tile.nr), (blocks.mc, blocks.kc, blocks.nc))
         return Site(signature(g, path, extents, reserved), element, choice, packed, width)
-    modelled = extents
+    modelled = direct_model_extents(g, target) if path == DIRECT else extents
     if path in (K_BLOCKS, PANELS):
         reserved = blocked_reserved(g)
         tile, _ = in_place_tile(g, path, target)
     else:
         reserved = tile_reserved(g, target)
-        modelled = direct_model_extents(g, target) if path == DIRECT else extents
         tile = choose(target, element, *modelled, reserved)
     choice = GemmChoice((tile.mv, tile.nr))
     return Site(signature(g, path, extents, reserved), element, choice, model_extents=modelled)
