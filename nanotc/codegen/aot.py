@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -300,13 +301,22 @@ def header_guard(path: str | Path) -> str:
 # --- shared libraries -----------------------------------------------------------------------
 
 
-def c_compiler() -> str:
-    """The system C compiler: `$CC`, else `cc`, else `gcc`."""
-    for candidate in (os.environ.get("CC"), "cc", "gcc"):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return found
+def c_compiler() -> list[str]:
+    """The system C compiler's command: `$CC` when set (its words, as make splits them; an error
+    if its program cannot be found, rather than a silent substitute), else `cc`, else `gcc`."""
+    try:
+        chosen = shlex.split(os.environ.get("CC", ""))
+    except ValueError as e:
+        raise AotError(f"$CC cannot be split into words: {e}") from None
+    if chosen:
+        found = shutil.which(chosen[0])
+        if found is None:
+            raise AotError(f"$CC names {chosen[0]!r}, which is not an executable on PATH")
+        return [found, *chosen[1:]]
+    for candidate in ("cc", "gcc"):
+        found = shutil.which(candidate)
+        if found:
+            return [found]
     raise AotError("no C compiler found to link a shared library (set $CC, or install gcc)")
 
 
@@ -316,10 +326,10 @@ def link_shared(object_code: bytes, output: str | Path) -> None:
     with tempfile.TemporaryDirectory(prefix="nanotc-link-") as tmp:
         obj = Path(tmp) / "kernels.o"
         obj.write_bytes(object_code)
-        command = [compiler, "-shared", "-o", str(output), str(obj), "-lm"]
+        command = [*compiler, "-shared", "-o", str(output), str(obj), "-lm"]
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as e:
-            raise AotError(f"could not run {compiler}: {e}") from None
+            raise AotError(f"could not run {compiler[0]}: {e}") from None
     if result.returncode != 0:
         raise AotError(f"linking failed ({' '.join(command)}):\n{result.stderr.strip()}")

@@ -263,16 +263,37 @@ def test_shared_without_output_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_missing_c_compiler_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "k.ir").write_text(KERNELS)
-    monkeypatch.setenv("CC", "no-such-compiler")
-    monkeypatch.setenv("PATH", str(tmp_path))  # neither cc nor gcc
-    result = subprocess.run(
+def _compile_shared(cwd: Path) -> subprocess.CompletedProcess[str]:
+    (cwd / "k.ir").write_text(KERNELS)
+    return subprocess.run(
         [sys.executable, "-m", "nanotc", "compile", "k.ir", "--emit", "shared", "-o", "k.so"],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
         timeout=120,
     )
+
+
+def test_missing_c_compiler_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither cc nor gcc
+    result = _compile_shared(tmp_path)
     assert result.returncode == 1 and "no C compiler found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cc_naming_a_missing_compiler_is_an_error_not_a_substitute(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("CC", "no-such-compiler -O2")  # while cc and gcc are on PATH
+    result = _compile_shared(tmp_path)
+    assert result.returncode == 1
+    assert "$CC names 'no-such-compiler'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "k.so").exists()
+
+
+def test_cc_with_options_links(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CC", "gcc -Wl,-soname,libnamed_by_cc.so")  # the option must reach gcc
+    result = _compile_shared(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert b"libnamed_by_cc.so" in (tmp_path / "k.so").read_bytes()
