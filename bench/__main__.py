@@ -62,8 +62,9 @@ WORKLOADS = (
 )  # fmt: skip
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run every nanotc benchmark workload.")
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """Run the workloads; `prog` names the command in usage and errors (`nanotc bench`)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Run every nanotc benchmark workload.")
     harness.add_common_options(parser)
     parser.add_argument(
         "--workloads",

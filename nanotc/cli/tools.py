@@ -99,7 +99,8 @@ def cmd_bench(arguments: Sequence[str]) -> int:
     parts = []
     while rest and not rest[0].startswith("-"):
         parts.append(rest.pop(0))
-    return int(runner.main([*rest, *(["--workloads", ",".join(parts)] if parts else [])]))
+    options = [*rest, *(["--workloads", ",".join(parts)] if parts else [])]
+    return int(runner.main(options, prog="nanotc bench"))
 
 
 def cmd_peak(args: argparse.Namespace) -> int:

@@ -46,6 +46,12 @@ def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:
     result = nanotc_cli("bench", "w9", "--no-csv", cwd=tmp_path)
     assert result.returncode != 0 and "unknown workloads: w9" in result.stderr
     assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("usage: nanotc bench ")
+
+
+def test_bench_help_names_the_command() -> None:
+    result = nanotc_cli("bench", "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage: nanotc bench ")
 
 
 def test_peak_prints_per_core_peaks() -> None:
