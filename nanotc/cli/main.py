@@ -31,7 +31,7 @@ from nanotc.cli.tools import add_bench_parsers, add_cache_parser, add_tune_parse
 from nanotc.diagnostics import CompileError
 from nanotc.ir.core import Function, Program
 from nanotc.ir.printer import print_program
-from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.arguments import ArgumentError, copy_argument
 from nanotc.stages import dump_compilation
 
 
@@ -83,7 +83,7 @@ def _reference(
     """The reference evaluator's results on copies of the arguments."""
     from nanotc.reference import evaluate
 
-    expected = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in arguments]
+    expected = [copy_argument(a) for a in arguments]
     evaluate(compilation.program, func.name, expected, group_size)
     return expected
 

@@ -1,7 +1,8 @@
 """`nanotc run`: launch a kernel on random data, optionally validate it, report its speed.
 
 Arguments are made from the kernel's signature: float scalars and all arrays random
-(Fortran order, so default layouts match), integer scalars and every dynamic size from
+(Fortran order, so default layouts match; a static stride is kept, the modes after it follow
+on packed), integer scalars and every dynamic size from
 `--size NAME=VALUE` (NAME is a scalar parameter, or PARAM.MODE for a dynamic mode size of a
 memref or group member), groups as one array whose last axis is the group. A dynamic size or
 integer scalar not given is an error that names it: guessing sizes could make the kernel
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nanotc.ir.core import Function
-from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type, numpy_dtype
+from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
 from nanotc.runtime.arguments import ArgumentError, bind_scalar
 from nanotc.transforms.flops import flops_per_group
 
@@ -109,14 +110,34 @@ def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...
 
 
 def random_array(t: MemRefType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    dtype = numpy_dtype(t.element)
-    if t.element.is_float:
-        data = rng.uniform(-1, 1, size=shape)
-    elif t.element is ScalarType.I1:
-        data = rng.integers(0, 2, size=shape)
+    """Random values in an array of `shape` (a group's batch axis last) laid out with the
+    type's static strides."""
+    strides = layout_strides(t, shape)
+    footprint = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if 0 not in shape else 0
+    block = _random_values(t.element, footprint, rng)
+    itemsize = block.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(block, shape, tuple(s * itemsize for s in strides))
+
+
+def layout_strides(t: MemRefType, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides for `shape`: a mode's static stride where the type has one, else the
+    first stride past the modes before it (packed column-major when no stride is static)."""
+    strides: list[int] = []
+    for mode in range(len(shape)):
+        static = t.stride[mode] if mode < t.order else DYNAMIC
+        spanned = 1 + sum((max(n, 1) - 1) * s for n, s in zip(shape, strides))
+        strides.append(spanned if static is DYNAMIC else static)
+    return tuple(strides)
+
+
+def _random_values(element: ScalarType, count: int, rng: np.random.Generator) -> np.ndarray:
+    if element.is_float:
+        data = rng.uniform(-1, 1, size=count)
+    elif element is ScalarType.I1:
+        data = rng.integers(0, 2, size=count)
     else:
-        data = rng.integers(-8, 8, size=shape)
-    return np.asfortranarray(data.astype(dtype))
+        data = rng.integers(-8, 8, size=count)
+    return data.astype(numpy_dtype(element))
 
 
 @dataclass(frozen=True)

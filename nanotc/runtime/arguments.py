@@ -75,6 +75,47 @@ def arrays_of(value: Any) -> list[np.ndarray]:
     return []
 
 
+def copy_argument(value: Any) -> Any:
+    """A copy of an argument that a launch sees as it sees the original: arrays keep their
+    strides and their place in the memory around them (a group's offset reaches past its
+    members), so a launch on the copy accepts what it accepts on the original and never
+    writes the original's memory. Scalars are returned as they are."""
+    if isinstance(value, np.ndarray):
+        return _copy_with_layout(value)
+    if isinstance(value, Group):
+        return Group(copy_argument(value.members), value.offset)
+    if isinstance(value, list | tuple):
+        return type(value)(copy_argument(v) for v in value)
+    return value
+
+
+def _copy_with_layout(array: np.ndarray) -> np.ndarray:
+    """`array` in a copy of the whole memory block its data lies in (the block numpy
+    allocated for it; else the bytes its elements span), at the same offset and strides."""
+    owner = array
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if owner.base is None:  # numpy allocated the block: copy it whole
+        start, size = owner.ctypes.data, owner.nbytes
+    else:  # memory from elsewhere (a bytes object, a foreign buffer): only the span
+        start, size = _byte_span(array)
+    block = np.empty(size, np.uint8)
+    ctypes.memmove(block.ctypes.data, start, size)
+    copy = np.ndarray(array.shape, array.dtype, block, array.ctypes.data - start, array.strides)
+    copy.flags.writeable = array.flags.writeable
+    return copy
+
+
+def _byte_span(array: np.ndarray) -> tuple[int, int]:
+    """The address and length of the bytes between an array's first and last elements."""
+    if array.size == 0:
+        return array.ctypes.data, 0
+    extents = [(n - 1) * s for n, s in zip(array.shape, array.strides)]
+    low = sum(e for e in extents if e < 0)
+    high = sum(e for e in extents if e > 0) + array.itemsize
+    return array.ctypes.data + low, high - low
+
+
 class MemrefView(NamedTuple):
     """A memref as the kernel sees it: address of element 0, sizes and element strides
     (a named tuple: one is built per memref argument of every launch)."""

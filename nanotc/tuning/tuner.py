@@ -22,7 +22,6 @@ choice. A time budget stops the search between candidates.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import statistics
 import sys
@@ -74,7 +73,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
-from nanotc.runtime.arguments import Group, arrays_of
+from nanotc.runtime.arguments import arrays_of, copy_argument
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
 from nanotc.tuning import database
@@ -379,7 +378,7 @@ class _Bench:
                  target: Target, num_threads: int | None, repeats: int):  # fmt: skip
         self.source, self.kernel, self.target = source, kernel, target
         self.group_size, self.threads, self.repeats = group_size, num_threads, max(1, repeats)
-        self.inputs = [_copy(a) for a in arguments]
+        self.inputs = [copy_argument(a) for a in arguments]
         self.reference: list[Any] | None = None
         self._compiled: dict[CompileOptions, Compilation] = {}
         func = load(source).function(kernel)
@@ -394,7 +393,7 @@ class _Bench:
             compilation = compile_program(self.source, self.target, options=options, cache=False)
             self._check(compilation)
             self._compiled[options] = compilation
-        args = [_copy(a) for a in self.inputs]
+        args = [copy_argument(a) for a in self.inputs]
         launch = compilation[self.kernel].prepare(
             *args, group_size=self.group_size, num_threads=self.threads
         )
@@ -402,7 +401,7 @@ class _Bench:
 
     def _check(self, compilation: Compilation) -> None:
         """Run once on fresh copies; the first (analytical) run is the reference."""
-        args = [_copy(a) for a in self.inputs]
+        args = [copy_argument(a) for a in self.inputs]
         compilation[self.kernel](*args, group_size=self.group_size, num_threads=self.threads)
         if self.reference is None:
             self.reference = args
@@ -429,46 +428,6 @@ def median_seconds(launch: Callable[[], None], repeats: int) -> float:
             launch()
         samples.append((time.perf_counter() - start) / inner)
     return statistics.median(samples)
-
-
-def _copy(value: Any) -> Any:
-    """A copy of an argument that a launch sees as it sees the original: arrays keep their
-    strides and their place in the memory around them (a group's offset reaches past its
-    members), so tuning accepts what launches accept and never writes the caller's arrays."""
-    if isinstance(value, np.ndarray):
-        return _same_layout(value)
-    if isinstance(value, Group):
-        return Group(_copy(value.members), value.offset)
-    if isinstance(value, list | tuple):
-        return type(value)(_copy(v) for v in value)
-    return value
-
-
-def _same_layout(array: np.ndarray) -> np.ndarray:
-    """`array` in a copy of the whole memory block its data lies in (the block numpy
-    allocated for it; else the bytes its elements span), at the same offset and strides."""
-    owner = array
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    if owner.base is None:  # numpy allocated the block: copy it whole
-        start, size = owner.ctypes.data, owner.nbytes
-    else:  # memory from elsewhere (a bytes object, a foreign buffer): only the span
-        start, size = _span(array)
-    block = np.empty(size, np.uint8)
-    ctypes.memmove(block.ctypes.data, start, size)
-    copy = np.ndarray(array.shape, array.dtype, block, array.ctypes.data - start, array.strides)
-    copy.flags.writeable = array.flags.writeable
-    return copy
-
-
-def _span(array: np.ndarray) -> tuple[int, int]:
-    """The address and length of the bytes between an array's first and last elements."""
-    if array.size == 0:
-        return array.ctypes.data, 0
-    extents = [(n - 1) * s for n, s in zip(array.shape, array.strides)]
-    low = sum(e for e in extents if e < 0)
-    high = sum(e for e in extents if e > 0) + array.itemsize
-    return array.ctypes.data + low, high - low
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:

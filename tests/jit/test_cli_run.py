@@ -234,3 +234,26 @@ def test_compile_for_each_target_uses_its_registers() -> None:
         result = nanotc("compile", str(EXAMPLE), "--emit", "asm", "--target", target)
         assert result.returncode == 0, result.stderr
         assert wide in result.stdout and absent not in result.stdout
+
+
+STRIDED_KERNEL = """func @k(%A: group<memref<f32x5x4,strided<1,7>>>,
+          %B: memref<f32x4x3,strided<1,6>>,
+          %C: group<memref<f32x5x3,strided<2,11>>>) {
+    %g = group_id
+    %a = load %A[%g] : group<memref<f32x5x4,strided<1,7>>>
+    %c = load %C[%g] : group<memref<f32x5x3,strided<2,11>>>
+    gemm.n.n 1.0, %a, %B, 1.0, %c
+        : f32, memref<f32x5x4,strided<1,7>>, memref<f32x4x3,strided<1,6>>, f32,
+          memref<f32x5x3,strided<2,11>>
+}"""
+
+
+def test_run_makes_arrays_with_the_static_strides_of_their_types(tmp_path) -> None:
+    """Padded and interleaved static layouts, for single memrefs and groups; the
+    check runs the reference on copies that keep those layouts."""
+    path = tmp_path / "k.ir"
+    path.write_text(STRIDED_KERNEL)
+    args = ["--kernel", "k", "--group-size", "6", "--check", "--repeat", "1"]
+    result = nanotc("run", str(path), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check %C: max relative error" in result.stdout and "MISMATCH" not in result.stdout
