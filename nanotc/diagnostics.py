@@ -75,7 +75,6 @@ class ErrorKind(enum.Enum):
     EXPECTED_SCALAR_MEMREF = "Expected memref of order 0 (scalar)"
     SCALAR_MISMATCH = "Scalar type mismatch"
     FP_UNSUPPORTED = "Floating point type unsupported for instruction"
-    INT_UNSUPPORTED = "Integer type unsupported for instruction"
     BOOL_UNSUPPORTED = "Boolean type unsupported for instruction"
     LIFETIME_STOP_NOT_ALLOCA = "lifetime_stop expects a memref defined by alloca"
     TYPE_LIST_LENGTH = "Number of types ({1}) does not match number of values ({0})"
@@ -209,7 +208,3 @@ class DiagnosticSink:
 
     def error(self, kind: ErrorKind, where: SourceRange | None, *args: object) -> None:
         self.diagnostics.append(Diagnostic(kind, where, args))
-
-    def raise_if_any(self, source: Source | None) -> None:
-        if self.diagnostics:
-            raise CompileError(list(self.diagnostics), source)

@@ -247,14 +247,6 @@ class Instruction:
             return [x for x in v if x is not None]
         return [] if v is None else [v]
 
-    def replace_operands(self, mapping: Callable[[Value], Value]) -> None:
-        for f in self.spec.operands:
-            v = self.fields[f.name]
-            if f.variadic:
-                self.fields[f.name] = [None if x is None else mapping(x) for x in v]
-            elif v is not None:
-                self.fields[f.name] = mapping(v)
-
     def regions(self) -> Iterator[Region]:
         for f in self.spec.regions:
             r = self.fields[f.name]

@@ -346,10 +346,3 @@ class TileMin(Instruction):
 
     def result_types(self) -> Sequence[Type]:
         return (INDEX,)
-
-
-TILE_DIALECT: tuple[type[Instruction], ...] = (
-    TileGemm, TileBatchGemm, TileYield, TilePack, TileMin, TileScale, TilePackAmx,
-    TileAmxGemm, TileAmxSmallGemm, TilePrefetch, TileDisjoint, TileAmxBatchGemm, TileLineLead,
-    TileRowDots,
-)  # fmt: skip

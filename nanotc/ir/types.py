@@ -57,10 +57,6 @@ class ScalarType(enum.Enum):
     def is_int(self) -> bool:
         return not self.is_float
 
-    @property
-    def is_extension(self) -> bool:
-        return self in (ScalarType.F16, ScalarType.BF16)
-
     def int_range(self) -> tuple[int, int]:
         """Literal values accepted for this integer type (signed or unsigned reading)."""
         if self is ScalarType.I1:
@@ -86,14 +82,6 @@ _BITS = {
 
 INDEX: Final = ScalarType.INDEX
 I1: Final = ScalarType.I1
-
-
-def promote(a: ScalarType, b: ScalarType) -> ScalarType:
-    """The wider of two floating types (used for accumulation precision)."""
-    order = [ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64]
-    if a.is_float and b.is_float:
-        return max(a, b, key=order.index)
-    return a if a.bits >= b.bits else b
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,6 @@ def wildcard(loc: SourceRange | None = None) -> Constant:
     return Constant(None, INDEX, loc)
 
 
-def index_constant(value: int, loc: SourceRange | None = None) -> Constant:
-    return Constant(value, INDEX, loc)
-
-
 class Poison(Value):
     """Stands in for an undefined or ill-typed value so the frontend can keep going
     and report every error; never survives a successful parse."""

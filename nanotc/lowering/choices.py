@@ -30,7 +30,6 @@ BATCH = "batch"  # batch-reduce tiles (batch_reduce)
 BLOCKED = "blocked"  # packed cache blocks around register tiles (gemm_blocked)
 K_BLOCKS = "kblocks"  # the direct path's tiles one K block at a time (gemm_in_place)
 PANELS = "panels"  # row panels of A in place, in K blocks (gemm_in_place)
-PATHS = (DIRECT, BATCH, BLOCKED, K_BLOCKS, PANELS)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,6 @@ splat (broadcast), lane masks, masked/strided loads and stores, fused multiply-a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from llvmlite import ir
 
 from nanotc.codegen.llvm import float16
@@ -198,10 +196,3 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, element: ScalarType) -> ir.Value
 
 def _bits(t: ir.Type) -> int:
     return {"half": 16, "float": 32, "double": 64}[str(t)]
-
-
-def reduce_add(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
-    total = values[0]
-    for v in values[1:]:
-        total = b.fadd(total, v)
-    return total
