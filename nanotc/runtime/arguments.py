@@ -79,9 +79,13 @@ def copy_argument(value: Any) -> Any:
     """A copy of an argument that a launch sees as it sees the original: arrays keep their
     strides and their place in the memory around them (a group's offset reaches past its
     members), so a launch on the copy accepts what it accepts on the original and never
-    writes the original's memory. Scalars are returned as they are."""
+    writes the original's memory. Foreign arrays (torch tensors) are copied into numpy
+    arrays of the same layout. Scalars are returned as they are."""
     if isinstance(value, np.ndarray):
         return _copy_with_layout(value)
+    if is_foreign_array(value):
+        view = as_ndarray(value)
+        return value if view is None else _copy_with_layout(view)
     if isinstance(value, Group):
         return Group(copy_argument(value.members), value.offset)
     if isinstance(value, list | tuple):
@@ -192,20 +196,29 @@ class ArgumentBinder:
         return bound
 
     def _check_writeable(self, index: int, where: str, argument: BoundArgument) -> None:
-        """ArgumentError if the kernel would write an array numpy marks read-only."""
+        """ArgumentError if the kernel would write an array numpy marks read-only, or one
+        whose elements share memory (stride 0: torch's `expand`), whose result would depend
+        on the order of the writes."""
         name = self._names[index]
         if not isinstance(argument, GroupView):
-            labelled = [(name, argument.array)]
-        elif argument.batched:
-            labelled = [(name, argument.arrays[0])]
+            labelled = [(name, argument.array, argument.array.ndim)]
+        elif argument.batched:  # members may share memory: atomic updates accumulate there
+            labelled = [(name, argument.arrays[0], argument.arrays[0].ndim - 1)]
         else:
-            labelled = [(f"{name}[{i}]", a) for i, a in enumerate(argument.arrays)]
-        for label, array in labelled:
+            labelled = [(f"{name}[{i}]", a, a.ndim) for i, a in enumerate(argument.arrays)]
+        for label, array, modes in labelled:
             if not array.flags.writeable:
                 raise ArgumentError(
                     label,
                     f"a writeable array ({where} writes %{name})",
                     f"a read-only {_describe(array)}",
+                )
+            repeated = [m for m in range(modes) if array.strides[m] == 0 and array.shape[m] > 1]
+            if repeated:
+                raise ArgumentError(
+                    label,
+                    f"an array of distinct elements ({where} writes %{name})",
+                    f"{_describe(array)}, whose mode {repeated[0]} repeats one element",
                 )
 
     def _check_disjoint(self, pair: DisjointPair, bound: Sequence[BoundArgument]) -> None:

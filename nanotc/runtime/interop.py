@@ -18,7 +18,8 @@ import numpy as np
 
 
 class InteropError(ValueError):
-    """A foreign array that cannot be shared with native code (device memory, autograd)."""
+    """A foreign array that cannot be shared with native code (device memory, autograd, a
+    lazy negation)."""
 
 
 def is_foreign_array(value: Any) -> bool:
@@ -64,6 +65,12 @@ def _check_torch_tensor(value: Any) -> None:
         raise InteropError(f"a tensor on device {value.device}: move it to the CPU first")
     if value.requires_grad:
         raise InteropError("a tensor that requires grad: pass tensor.detach() (no copy)")
+    # torch exports these bits as they are, but the tensor's values are their negation or
+    # conjugate: a kernel would read and write the wrong values
+    if value.is_neg():
+        raise InteropError("a tensor with a lazy negation (is_neg): pass tensor.resolve_neg()")
+    if value.is_conj():
+        raise InteropError("a tensor with a lazy conjugation (is_conj): pass tensor.resolve_conj()")
 
 
 def _is_torch_tensor(value: Any) -> bool:

@@ -73,7 +73,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
-from nanotc.runtime.arguments import arrays_of, copy_argument
+from nanotc.runtime.arguments import arrays_of, bind_arguments, copy_argument
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
 from nanotc.tuning import database
@@ -151,6 +151,8 @@ def tune(
     if not runs_on_host(resolved):
         raise TuneError(f"target {resolved.name!r} cannot run here, so it cannot be timed")
     func = load(source).function(kernel)
+    bind_arguments(func, arguments, group_size)  # an unusable argument is refused by name
+    arguments = [copy_argument(a) for a in arguments]  # numpy arrays from here on
     sites = gemm_sites(func, resolved, arguments)
     if not sites:
         raise TuneError(f"@{kernel} has no gemm that uses register tiles: nothing to tune")

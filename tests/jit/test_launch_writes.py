@@ -265,3 +265,29 @@ def test_pairs_follow_views_to_their_parameters() -> None:
     pairs = disjoint_pairs(load(text).functions[0])
     assert {(p.output, p.operand) for p in pairs} == {(2, 0), (2, 1), (2, 3)}
     assert pairs[0] == DisjointPair(2, 0, "the gemm at 7.5")
+
+
+def test_an_output_that_repeats_an_element_is_refused_and_such_inputs_launch() -> None:
+    """A stride of 0 makes several elements of one output one float: the result would depend
+    on the order of the writes. Reading through such a view is fine."""
+    column = np.zeros(8, np.float32)
+    c = np.lib.stride_tricks.as_strided(column, (8, 8), (4, 0))  # writeable, 8 columns in one
+    refused_with(GEMM_STRIDED, [matrix(), matrix(), c], "C",
+                 "argument %C: expected an array of distinct elements (the gemm at 2.5 writes"
+                 " %C), got float32 array of shape (8, 8) with element strides (1, 0), whose"
+                 " mode 1 repeats one element")  # fmt: skip
+    assert not column.any()
+    a = np.lib.stride_tricks.as_strided(np.ones(8, np.float32), (8, 8), (4, 0))
+    out = np.zeros((8, 8), np.float32, order="F")
+    compiled(GEMM_STRIDED)["gemm"](a, matrix(), out, group_size=1)
+    np.testing.assert_array_equal(out, 8.0)
+
+
+def test_members_of_a_batched_output_group_may_share_memory() -> None:
+    """Atomic updates of one C by every work-group are what a stride-0 batch axis is for."""
+    text = BATCHED.replace("1.0, %c", "1.0, %c").replace("gemm.n.n", "gemm.n.n.atomic")
+    c = np.lib.stride_tricks.as_strided(np.zeros((4, 4), np.float32, order="F"),
+                                        (4, 4, 3), (4, 16, 0))  # fmt: skip
+    b = np.ones((4, 4, 3), np.float32, order="F")
+    compiled(text)["batched"]([matrix(4) for _ in range(3)], b, c, group_size=3)
+    np.testing.assert_array_equal(c[:, :, 0], 12.0)

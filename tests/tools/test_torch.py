@@ -91,6 +91,37 @@ def test_tensors_that_cannot_be_shared_are_clear_errors() -> None:
         kernel(1.0, a, column_major(2, 2), column_major(2, 2), group_size=1)
 
 
+def test_tensors_whose_memory_holds_other_values_are_refused() -> None:
+    """A lazy negation's memory holds the negated values: reading it would flip signs."""
+    kernel = nanotc.compile(GEMM)["gemm"]
+    negated = torch.complex(column_major(2, 2), column_major(2, 2)).conj().imag
+    assert negated.is_neg()
+    with pytest.raises(ArgumentError, match=r"%A: .*lazy negation.*resolve_neg\(\)"):
+        kernel(1.0, negated, column_major(2, 2), column_major(2, 2), group_size=1)
+    c = torch.zeros(2, 2).t()
+    kernel(1.0, negated.resolve_neg(), torch.eye(2).t(), c, group_size=1)
+    torch.testing.assert_close(c, negated)
+
+
+def test_an_expanded_tensor_is_refused_as_an_output() -> None:
+    kernel = nanotc.compile(GEMM)["gemm"]
+    c = torch.zeros(3, 1).expand(3, 2)
+    with pytest.raises(ArgumentError, match=r"%C: expected an array of distinct elements"):
+        kernel(1.0, column_major(3, 2), column_major(2, 2), c, group_size=1)
+    assert not c.any()
+
+
+def test_tuning_copies_tensors_and_leaves_them_alone() -> None:
+    from nanotc.tuning.tuner import tune
+
+    a, b, c = column_major(20, 30), column_major(30, 40), torch.zeros(40, 20).t()
+    before = [a.clone(), b.clone()]
+    tune(GEMM, "gemm", [1.0, a, b, c], 1, budget=0.5, tiles=1, repeats=1, store=False,
+         progress=lambda _: None)  # fmt: skip
+    assert not c.any()
+    assert torch.equal(a, before[0]) and torch.equal(b, before[1])
+
+
 def test_recipes_take_tensors() -> None:
     tas = recipes.tall_and_skinny("f32", 4, 8, M_block_size=32)
     a, b, c = column_major(100, 8), column_major(8, 4), column_major(100, 4)
