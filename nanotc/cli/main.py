@@ -19,6 +19,7 @@ from nanotc.api import Compilation
 from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
 from nanotc.cli.compile import add_parser as add_compile_parser
+from nanotc.cli.options import non_negative, positive
 from nanotc.cli.run import (
     RunError,
     compare_outputs,
@@ -100,14 +101,6 @@ def compile_program(text: str, name: str, target: str | None) -> Compilation:
     return nanotc.compile(text, targets.get(target), name)
 
 
-def positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nanotc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,18 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a kernel on random data and report its speed")
     run.add_argument("file", help="program file, or - for standard input")
     run.add_argument("--kernel", required=True, help="name of the function to launch")
-    run.add_argument("--group-size", type=int, required=True, help="number of work-groups")
+    run.add_argument("--group-size", type=non_negative, required=True,
+                     help="number of work-groups")  # fmt: skip
     run.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                      help="integer parameter or dynamic size (PARAM.MODE); repeatable")  # fmt: skip
     run.add_argument(
         "--check", action="store_true", help="validate against the reference evaluator"
     )
     run.add_argument(
-        "--threads", type=int, default=None, help="worker threads (default: all cores)"
+        "--threads", type=positive, default=None, help="worker threads (default: all cores)"
     )
     run.add_argument("--repeat", type=positive, default=10,
                      help="timed launches, at least 1 (median reported)")  # fmt: skip
-    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    run.add_argument("--seed", type=non_negative, default=0, help="seed of the random inputs")
     run.add_argument("--target", default=None, help="target name (default: host)")
     run.add_argument("--dump-dir", metavar="DIR", help="also write every compile stage into DIR")
     run.set_defaults(run=cmd_run)
@@ -160,7 +154,8 @@ def guarded(command: str, run: Callable[[], int]) -> int:
         print(e.render(), file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"nanotc {command}: {e.filename}: {e.strerror}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"nanotc {command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except (RunError, UsageError, ArgumentError, KeyError, ValueError, RuntimeError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e

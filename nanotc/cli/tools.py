@@ -19,6 +19,7 @@ import numpy as np
 from nanotc import targets
 from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
+from nanotc.cli.options import non_negative, positive
 from nanotc.cli.run import make_arguments, parse_sizes
 from nanotc.runtime import cache as kernel_cache
 from nanotc.tuning import database
@@ -59,14 +60,18 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("file", help="program file, or - for standard input")
     p.add_argument("--kernel", required=True, help="name of the function to tune")
-    p.add_argument("--group-size", type=int, required=True, help="number of work-groups")
+    p.add_argument("--group-size", type=non_negative, required=True,
+                   help="number of work-groups")  # fmt: skip
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="integer parameter or dynamic size (PARAM.MODE); repeatable")  # fmt: skip
     p.add_argument("--budget", type=float, default=20.0, help="seconds of search (default 20)")
-    p.add_argument("--tiles", type=int, default=6, help="register tiles tried per gemm (default 6)")
-    p.add_argument("--repeat", type=int, default=5, help="timed samples per candidate (median)")
-    p.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--tiles", type=positive, default=6,
+                   help="register tiles tried per gemm (default 6)")  # fmt: skip
+    p.add_argument("--repeat", type=positive, default=5,
+                   help="timed samples per candidate (median)")  # fmt: skip
+    p.add_argument("--threads", type=positive, default=None,
+                   help="worker threads (default: all cores)")  # fmt: skip
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random inputs")
     p.add_argument("--target", default=None, help="target name (default: host)")
     p.add_argument("--dry-run", action="store_true", help="report the winners without storing")
     p.set_defaults(run=cmd_tune)

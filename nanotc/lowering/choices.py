@@ -77,12 +77,20 @@ class GemmChoice:
         return out
 
     @staticmethod
-    def from_json(data: Mapping[str, Any]) -> GemmChoice:
-        tile, blocking = data.get("tile"), data.get("blocking")
-        return GemmChoice(
-            tuple(int(x) for x in tile) if tile else None,  # type: ignore[arg-type]
-            tuple(int(x) for x in blocking) if blocking else None,  # type: ignore[arg-type]
-        )
+    def from_json(data: Any) -> GemmChoice:
+        """The choice a database record holds; ValueError unless the tile is two and the
+        blocking three positive integers of usable sizes (the file may be edited by hand)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a record is a JSON object, not {type(data).__name__}")
+        tile = _positive_ints(data.get("tile"), 2, "tile")
+        blocking = _positive_ints(data.get("blocking"), 3, "blocking")
+        if tile is not None and max(tile) > MAX_TILE_EXTENT:
+            raise ValueError(f"tile {list(tile)}: no register file holds it")
+        if blocking is not None:
+            mc, kc, nc = blocking
+            if (mc + nc) * kc > MAX_BLOCK_ELEMENTS:
+                raise ValueError(f"blocking {list(blocking)}: its packed blocks are too large")
+        return GemmChoice(tile, blocking)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         parts = []
@@ -91,6 +99,22 @@ class GemmChoice:
         if self.blocking is not None:
             parts.append("blocks mc={} kc={} nc={}".format(*self.blocking))
         return ", ".join(parts) or "analytical"
+
+
+MAX_TILE_EXTENT = 64  # vectors or columns of a register tile: more than any register file
+MAX_BLOCK_ELEMENTS = 1 << 24  # packed A and B blocks (128 MiB of f64): far past every cache
+
+
+def _positive_ints(value: Any, count: int, what: str) -> tuple[int, ...] | None:
+    if value is None or value == []:
+        return None
+    if not (
+        isinstance(value, list)
+        and len(value) == count
+        and all(type(x) is int and x > 0 for x in value)
+    ):
+        raise ValueError(f"{what} is {count} positive integers, not {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ tuning runs in several processes merge their results.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -56,8 +57,8 @@ def enabled() -> bool:
 def entries(target: Target, path: Path | None = None) -> dict[str, dict[str, Any]]:
     """Signature key -> stored record, for one target."""
     data = _read(path or database_path())
-    found = data.get("targets", {}).get(target_id(target), {})
-    return found if isinstance(found, dict) else {}
+    found: dict[str, dict[str, Any]] = data.get("targets", {}).get(target_id(target), {})
+    return found
 
 
 def options_for(target: Target) -> CompileOptions:
@@ -68,9 +69,22 @@ def options_for(target: Target) -> CompileOptions:
     for key, record in entries(target).items():
         try:
             choices[key] = GemmChoice.from_json(record)
-        except (TypeError, ValueError):
+        except ValueError:
             continue  # a hand-edited record that does not parse is skipped
     return CompileOptions.of(choices) if choices else DEFAULT_OPTIONS
+
+
+def check_writable(path: Path | None = None) -> None:
+    """OSError unless `record` could write the database: checked before a search rather
+    than after it, when its results would be lost."""
+    path = path or database_path()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.exists() and not path.is_file():
+        raise OSError(errno.EISDIR, "the tuning database is not a regular file", str(path))
+    if not os.access(path.parent, os.W_OK):
+        raise OSError(
+            errno.EACCES, "not writable: the tuning database cannot be stored", str(path.parent)
+        )
 
 
 def record(
@@ -123,9 +137,22 @@ def _read(path: Path, fresh: bool = False) -> dict[str, Any]:
         return {}  # unreadable or damaged: as if empty (the next record rewrites it)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return {}
+    data = _well_formed(data)
     with _lock:
         _read_cache[path] = (stamp, data)
     return json.loads(json.dumps(data))
+
+
+def _well_formed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without what does not have the database's shape (targets and their records are
+    JSON objects; a hand edit may have made them anything): only that part is ignored."""
+    targets = data.get("targets")
+    kept = {
+        target: {key: r for key, r in section.items() if isinstance(r, dict)}
+        for target, section in (targets.items() if isinstance(targets, dict) else ())
+        if isinstance(section, dict)
+    }
+    return {**data, "targets": kept}
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

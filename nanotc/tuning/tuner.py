@@ -150,6 +150,8 @@ def tune(
     resolved = get(target)
     if not runs_on_host(resolved):
         raise TuneError(f"target {resolved.name!r} cannot run here, so it cannot be timed")
+    if store:
+        database.check_writable()
     func = load(source).function(kernel)
     bind_arguments(func, arguments, group_size)  # an unusable argument is refused by name
     arguments = [copy_argument(a) for a in arguments]  # numpy arrays from here on

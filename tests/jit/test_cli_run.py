@@ -156,11 +156,22 @@ def test_run_command_line_errors(args: list[str], message: str) -> None:
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_run_needs_a_timed_launch() -> None:
-    args = ["--kernel", "fused_kernel", "--group-size", "2", "--size", "D.2=2", "--repeat", "0"]
-    result = nanotc("run", str(EXAMPLE), *args)
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--repeat", "0"], "argument --repeat: expected at least 1, got 0"),
+        (["--threads", "0"], "argument --threads: expected at least 1, got 0"),
+        (["--seed", "-1"], "argument --seed: expected at least 0, got -1"),
+        (["--seed", "x"], "argument --seed: expected an integer, got 'x'"),
+    ],
+)
+def test_run_options_out_of_range_are_named(option: list[str], message: str) -> None:
+    args = ["--kernel", "fused_kernel", "--size", "D.2=2", *option]
+    result = nanotc("run", str(EXAMPLE), "--group-size", "2", *args)
     assert result.returncode == 2  # an option argparse refuses, as documented
-    assert "argument --repeat: expected at least 1, got 0" in result.stderr
+    assert message in result.stderr
+    result = nanotc("run", str(EXAMPLE), "--group-size", "-1", *args[:4])
+    assert "argument --group-size: expected at least 0, got -1" in result.stderr
 
 
 @pytest.mark.parametrize(

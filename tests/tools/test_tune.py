@@ -202,6 +202,48 @@ def test_database_records_per_target(tmp_path: Path, monkeypatch) -> None:
     assert json.loads((tmp_path / "tuning.json").read_text())["format"] == database.FORMAT
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        "a string",
+        ["tile", 1, 3],
+        {"tile": [2, 13, 1]},
+        {"tile": [2]},
+        {"tile": [1e400, 1]},
+        {"tile": [2.0, 3]},
+        {"tile": [0, 3]},
+        {"tile": [True, 3]},
+        {"tile": [1000, 1]},
+        {"blocking": [256, 256]},
+        {"blocking": [64, 10**12, 60]},
+        {"tile": [2, 3], "blocking": "big"},
+    ],
+)
+def test_a_malformed_record_is_skipped(tmp_path: Path, monkeypatch, record) -> None:
+    """A hand edit can cost speed, never a compile: what does not parse is left out."""
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    key, good = "direct f32,f32,f32 n.n 64x64x64 r0", "direct f64,f64,f64 n.n 8x8x8 r0"
+    target = database.target_id(AVX2)
+    text = json.dumps({"format": 1, "targets": {target: {key: record, good: {"tile": [1, 3]}}}})
+    (tmp_path / "tuning.json").write_text(text)  # 1e400 is written as Infinity
+    assert database.options_for(AVX2).gemms == ((good, GemmChoice((1, 3))),)
+    with pytest.raises(ValueError):
+        GemmChoice.from_json(record)
+
+
+@pytest.mark.parametrize("targets", [[], "x", {"some-target": []}, {"some-target": "x"}])
+def test_a_database_of_the_wrong_shape_reads_as_empty_and_is_rewritten(
+    tmp_path: Path, monkeypatch, targets
+) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    (tmp_path / "tuning.json").write_text(json.dumps({"format": 1, "targets": targets}))
+    assert database.options_for(AVX2).gemms == ()
+    key = "direct f32,f32,f32 n.n 64x64x64 r0"
+    database.record(AVX2, {key: {"tile": [2, 2]}})
+    assert database.options_for(AVX2).get(key) == GemmChoice((2, 2))
+    assert nanotc_cli("cache").returncode == 0
+
+
 BATCHED = """func @bgemm(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: memref<f32x16x16x?>) {
     %g = group_id
     %a = subview %A[:, :, %g] : memref<f32x16x16x?>
@@ -214,6 +256,18 @@ BATCHED = """func @bgemm(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: m
 
 def batched_arguments(rng: np.random.Generator) -> list[np.ndarray]:
     return [np.asfortranarray(rng.uniform(-1, 1, (16, 16, 8)).astype(np.float32)) for _ in "ABC"]
+
+
+def test_an_unwritable_database_is_reported_before_the_search(tmp_path, monkeypatch, rng) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    (tmp_path / "tuning.json").mkdir()
+    messages: list[str] = []
+    with pytest.raises(OSError, match="the tuning database is not a regular file"):
+        tune(BATCHED, "bgemm", batched_arguments(rng), 8, progress=messages.append)
+    assert messages == []  # nothing was timed
+    result = tune(BATCHED, "bgemm", batched_arguments(rng), 8, budget=0.2, tiles=1, repeats=1,
+                  store=False, progress=messages.append)  # fmt: skip
+    assert not result.stored
 
 
 def test_tune_stores_a_winner_that_later_compiles_use(tmp_path, monkeypatch, rng) -> None:

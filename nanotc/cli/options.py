@@ -1,0 +1,26 @@
+"""Value types of the subcommands' options: argparse reports a bad value with the option's
+name (`argument --threads: expected at least 1, got 0`) before any work starts."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive(text: str) -> int:
+    """An integer of at least 1."""
+    return _at_least(text, 1)
+
+
+def non_negative(text: str) -> int:
+    """An integer of at least 0."""
+    return _at_least(text, 0)
+
+
+def _at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected at least {low}, got {value}")
+    return value
