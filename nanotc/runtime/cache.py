@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -257,15 +259,30 @@ class KernelCache:
         return CacheInfo(directory, len(sizes), sum(sizes), len(self._memory))
 
     def clear(self) -> int:
-        """Forget everything; the number of disk entries deleted."""
+        """Forget everything; the number of disk entries deleted. Raises OSError, once every
+        entry was tried, if some could not be deleted."""
         with self._lock:
             self._memory.clear()
-        removed = 0
+        removed, failures = 0, []
         for path in list(self.entries()):
-            removed += _unlink(path)
+            try:
+                path.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass  # another process deleted it
+            except OSError as e:
+                failures.append(e)
         if self.directory is not None:
             for stale in (self.directory / "kernels").glob("*/.*.tmp"):
                 _unlink(stale)
+        if failures:
+            first = failures[0]
+            raise OSError(
+                first.errno,
+                f"{len(failures)} cached kernels could not be deleted ({first.strerror}), "
+                f"{removed} were",
+                first.filename,
+            )
         return removed
 
 
@@ -301,7 +318,7 @@ def decode_entry(blob: bytes, key: str) -> bytes | None:
     (length,) = struct.unpack("<Q", blob[len(MAGIC) : start])
     try:
         header = json.loads(blob[start : start + length])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
     data = blob[start + length :]
     valid = (
@@ -321,8 +338,8 @@ def read_header(path: Path) -> dict[str, Any] | None:
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
                 return None
             (length,) = struct.unpack("<Q", head[len(MAGIC) :])
-            header = json.loads(f.read(length))
-    except (OSError, ValueError):
+            header = json.loads(f.read(min(length, path.stat().st_size)))
+    except (OSError, ValueError, RecursionError):
         return None
     return header if isinstance(header, dict) else None
 
@@ -349,10 +366,16 @@ def active(enabled: bool | None = None) -> KernelCache | None:
 
 
 def _max_bytes() -> int:
+    """`NANOTC_CACHE_MAX_MB` in bytes: `inf` is no limit; what is not a size the default."""
     try:
-        return int(float(os.environ.get("NANOTC_CACHE_MAX_MB", DEFAULT_MAX_MB)) * (1 << 20))
+        megabytes = float(os.environ.get("NANOTC_CACHE_MAX_MB", DEFAULT_MAX_MB))
     except ValueError:
         return DEFAULT_MAX_MB << 20
+    if math.isinf(megabytes) and megabytes > 0:
+        return sys.maxsize
+    if not megabytes >= 0 or math.isinf(megabytes):  # NaN, negative
+        return DEFAULT_MAX_MB << 20
+    return min(int(megabytes * (1 << 20)), sys.maxsize)
 
 
 def _make_private(directory: Path | None) -> None:

@@ -121,6 +121,45 @@ def test_damaged_entry_is_a_miss_and_is_rewritten(cache_dir: Path) -> None:
     assert header is not None and header["kernels"] == ["scale"]
 
 
+def test_entry_with_a_header_nested_past_the_parser_is_a_miss(cache_dir: Path) -> None:
+    nanotc.compile(SCALE)
+    (entry,) = entries(cache_dir)
+    nested = b"[" * 200_000
+    entry.write_bytes(kernel_cache.MAGIC + len(nested).to_bytes(8, "little") + nested)
+    assert kernel_cache.read_header(entry) is None
+    kernel_cache._caches.clear()
+    again = nanotc.compile(SCALE)
+    assert again.origin == "compiled" and run_scale(again) == [0, 3, 6, 9]
+
+
+@pytest.mark.parametrize(
+    ("setting", "limit"),
+    [("inf", sys.maxsize), ("1e400", sys.maxsize), ("nan", 1 << 30), ("-5", 1 << 30),
+     ("x", 1 << 30), ("0.5", 1 << 19)],
+)  # fmt: skip
+def test_cache_size_limit_from_the_environment(monkeypatch, setting: str, limit: int) -> None:
+    monkeypatch.setenv("NANOTC_CACHE_MAX_MB", setting)
+    assert kernel_cache._max_bytes() == limit
+
+
+def test_clear_reports_entries_it_could_not_delete(cache_dir: Path, monkeypatch) -> None:
+    nanotc.compile(SCALE)
+    nanotc.compile(variant(1))
+    kept, *_ = entries(cache_dir)
+    unlink = Path.unlink
+
+    def refuse_one(path: Path, missing_ok: bool = False) -> None:
+        if path == kept:
+            raise PermissionError(13, "Permission denied", str(path))
+        unlink(path, missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse_one)
+    store = kernel_cache.KernelCache(cache_dir)
+    with pytest.raises(OSError, match=r"1 cached kernels could not be deleted .*1 were"):
+        store.clear()
+    assert entries(cache_dir) == [kept]
+
+
 def test_disabled_cache_writes_nothing(cache_dir: Path, monkeypatch) -> None:
     assert nanotc.compile(SCALE, cache=False).origin == "compiled"
     monkeypatch.setenv("NANOTC_CACHE", "0")
