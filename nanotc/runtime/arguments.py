@@ -313,6 +313,8 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
         raise ArgumentError(name, f"a real number ({t})", _describe(value))
     if _overflows(t, value):
         raise ArgumentError(name, f"a real number within {t}'s range", _describe(value))
+    if t is ScalarType.BF16 and isinstance(value, int):
+        value = float(value)  # ml_dtypes takes no Python integer past int64
     return dtype.type(value)
 
 

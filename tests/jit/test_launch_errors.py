@@ -315,3 +315,22 @@ def test_float_scalars_that_round_to_infinity_are_refused(
             kernel(value, out, group_size=1)
     kernel(math.nan, out, group_size=1)
     assert math.isnan(out[0])
+
+
+@pytest.mark.parametrize("element", ["f16", "bf16", "f32", "f64"])
+def test_integers_past_int64_bind_to_float_scalars(element: str) -> None:
+    """Python integers of any size are real numbers: rounded, or refused past the type's range."""
+    dtype = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
+             "f64": np.float64}[element]  # fmt: skip
+    kernel = compiled(f"""func @k(%x: {element}, %out: memref<{element}x1>) {{
+    %z = cast 0 : index -> index
+    store %x, %out[%z] : memref<{element}x1>
+}}""")["k"]
+    out = np.zeros(1, dtype)
+    if element == "f16":
+        with pytest.raises(ArgumentError, match="within f16's range"):
+            kernel(2**63, out, group_size=1)
+        return
+    for value in (2**63, -(2**70), 3**60):
+        kernel(value, out, group_size=1)
+        assert float(out[0]) == float(dtype(float(value)))
