@@ -29,11 +29,12 @@ from nanotc.api import Compilation, compile
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.register_tile import choose
 from nanotc.runtime.arguments import numpy_dtype
-from nanotc.runtime.interop import as_ndarray
+from nanotc.runtime.interop import InteropError, as_ndarray
 from nanotc.runtime.launcher import Launch
 from nanotc.targets import Target, get
 
 KERNELS = ("gemm", "gemm_beta0")
+INDEX_MAX = (1 << 63) - 1
 
 
 def scalar_type(ty: str | ScalarType | Any) -> ScalarType:
@@ -42,12 +43,16 @@ def scalar_type(ty: str | ScalarType | Any) -> ScalarType:
         found = ty
     else:
         names = {str(t): t for t in ScalarType}
-        name = str(ty)
+        name = str(ty).removeprefix("torch.")  # torch.float32 names its numpy dtype
         if name not in names:
-            dtype = np.dtype(ty)
+            unsupported = ValueError(f"unsupported element type {ty!r} (use f16, bf16, f32 or f64)")
+            try:
+                dtype = np.dtype(name if name != str(ty) else ty)
+            except TypeError:
+                raise unsupported from None
             matches = [t for t in ScalarType if t.is_float and numpy_dtype(t) == dtype]
             if not matches:
-                raise ValueError(f"unsupported element type {ty!r} (use f16, bf16, f32 or f64)")
+                raise unsupported
             name = str(matches[0])
         found = names[name]
     if not found.is_float:
@@ -272,7 +277,8 @@ def tall_and_skinny_specialized(
     target: str | Target | None = None,
 ) -> TallAndSkinny:
     """`tall_and_skinny` with M and the leading dimensions static where given (None:
-    dynamic), like the reference's `..._create_specialized`."""
+    dynamic), like the reference's `..._create_specialized`. A block of rows is a view of A
+    and C, so `M_block_size` is at most M and the static ldA and ldC."""
     element = scalar_type(ty)
     sizes = {"M": M, "N": N, "K": K, "ldA": ldA, "ldB": ldB, "ldC": ldC}
     for name, value in sizes.items():
@@ -287,7 +293,9 @@ def tall_and_skinny_specialized(
     _check_count("M_block_size", block)
     if block == 0:
         raise ValueError("M_block_size must be positive")
-    return TallAndSkinny(element, sizes, block, resolved)
+    # a block of rows is a view of A and C: no taller than M or their static leading dimension
+    limits = [v for v in (M, ldA, ldC) if v is not None]
+    return TallAndSkinny(element, sizes, max(1, min([int(block), *limits])), resolved)
 
 
 def default_block_size(ty: ScalarType, N: int, K: int, target: Target) -> int:
@@ -344,7 +352,10 @@ def _tall_and_skinny_source(ty: ScalarType, sizes: dict[str, int | None], block:
 
 
 def _array(name: str, value: Any, ty: ScalarType) -> np.ndarray:
-    array = as_ndarray(value)
+    try:
+        array = as_ndarray(value)
+    except InteropError as e:
+        raise ValueError(f"{name}: {e}") from None
     if array is None:
         raise ValueError(f"{name} must be an array or tensor, got {type(value).__name__}")
     if array.dtype != numpy_dtype(ty):
@@ -353,8 +364,11 @@ def _array(name: str, value: Any, ty: ScalarType) -> np.ndarray:
 
 
 def _check_count(name: str, value: Any) -> None:
+    """Sizes, leading dimensions and strides are the language's index values (int64)."""
     if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if value > INDEX_MAX:
+        raise ValueError(f"{name} = {value} does not fit an index (at most 2**63 - 1)")
 
 
 def _is_zero(value: Any) -> bool:

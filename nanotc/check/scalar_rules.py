@@ -174,8 +174,13 @@ def _subview(inst: Instruction, ctx: CheckContext) -> None:
         bound = t.shape[mode]
         if bound is DYNAMIC or start is None:
             continue
-        # a dropped mode, a `?` size and a value size all need start < bound
-        if start + extent > bound if extent is not None else start >= bound:
+        if extent is not None:
+            outside = start + extent > bound
+        else:  # a dropped mode, a value size and `?` all need start < bound, but `:` (`0:?`)
+            # of an empty mode is all of it
+            whole_of_empty = start == bound == 0 and isinstance(size, Constant) and size.is_wildcard
+            outside = start >= bound and not whole_of_empty
+        if outside:
             ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, where)
 
 

@@ -245,7 +245,7 @@ def _slice_extent(mode_size: Extent, offset: Value, size: Value) -> Extent:
         start = _static(offset)
         if mode_size is DYNAMIC or start is None:
             return DYNAMIC
-        return mode_size - start
+        return max(mode_size - start, 0)  # a start past the end is the checker's to report
     return _static(size)
 
 

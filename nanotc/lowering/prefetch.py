@@ -113,18 +113,23 @@ def first_line(elements_before: int, lines: int, c_elements: int) -> int:
 
 
 def _prefetched_up_front(g: Gemm, target: Target) -> bool:
-    """Small gemms on views of static size and unit row stride that `_streamed` leaves."""
+    """Small gemms, not empty, on views of static size and unit row stride that `_streamed`
+    leaves."""
     types = _operand_types(g)
     if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types) or _streamed(g, target):
         return False
-    return _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    return 0 < _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
-    """f32 and f64 operands of static shapes and strides, unit row stride, at most a
-    quarter of L2 together, and at least one of them a group-indexed view."""
+    """f32 and f64 operands of static shapes and strides, none empty (their lines are spread
+    over K steps and C's elements), unit row stride, at most a quarter of L2 together, and
+    at least one of them a group-indexed view."""
     types = _operand_types(g)
-    static = all(DYNAMIC not in (*t.shape, *t.stride) and t.stride[0] == 1 for t in types)
+    static = all(
+        DYNAMIC not in (*t.shape, *t.stride) and 0 not in t.shape and t.stride[0] == 1
+        for t in types
+    )
     if not _group_views(g) or not static or any(t.element not in STREAMED_TYPES for t in types):
         return False
     return _member_bytes(g) <= target.l2_bytes // L2_SHARE

@@ -214,7 +214,7 @@ class ArgumentBinder:
                     f"a read-only {_describe(array)}",
                 )
             repeated = [m for m in range(modes) if array.strides[m] == 0 and array.shape[m] > 1]
-            if repeated:
+            if repeated and array.size:
                 raise ArgumentError(
                     label,
                     f"an array of distinct elements ({where} writes %{name})",

@@ -281,6 +281,14 @@ def test_an_output_that_repeats_an_element_is_refused_and_such_inputs_launch() -
     out = np.zeros((8, 8), np.float32, order="F")
     compiled(GEMM_STRIDED)["gemm"](a, matrix(), out, group_size=1)
     np.testing.assert_array_equal(out, 8.0)
+    t = "memref<f32x?x?,strided<?,?>>"
+    add = f"""func @add(%a: {t}, %b: {t}) {{
+    axpby.n 1.0, %a, 1.0, %b : f32, {t}, f32, {t}
+}}"""
+    empty = np.lib.stride_tricks.as_strided(column[:0], (0, 8), (4, 0))  # no element at all
+    compiled(add)["add"](empty, empty.copy(), group_size=1)
+    with pytest.raises(ArgumentError, match="whose mode 1 repeats one element"):
+        compiled(add)["add"](c.copy(), c, group_size=1)
 
 
 def test_members_of_a_batched_output_group_may_share_memory() -> None:

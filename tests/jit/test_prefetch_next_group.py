@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -232,3 +233,23 @@ def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> Non
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
     compilation["k"](a, b, c, group_size=batch)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["avx512", "avx2", "generic"])
+@pytest.mark.parametrize(("ty", "inputs"), [("f32", ""), ("f64", ""), ("f32", "bf16")])
+@pytest.mark.parametrize("mnk", [(4, 4, 0), (0, 4, 4), (4, 0, 4), (0, 0, 0)])
+def test_batches_of_empty_gemms_compile_and_run(
+    target: str, ty: str, inputs: str, mnk: tuple[int, int, int]
+) -> None:
+    """An empty operand is not streamed (no lines to spread over no K steps) and an empty
+    member is not prefetched: both were divisions by zero in the compiler. K = 0 leaves C as
+    it was (beta 1)."""
+    m, n, k = mnk
+    compilation = compiled(batched(ty, m, n, k, inputs=inputs), target)
+    assert "next a" not in compilation.tiled()
+    dtypes = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}
+    a = np.ones((m, k, 3), dtypes[inputs or ty], order="F")
+    b = np.ones((k, n, 3), dtypes[inputs or ty], order="F")
+    c = np.full((m, n, 3), 2.0, dtypes[ty], order="F")
+    compilation["k"](a, b, c, group_size=3)
+    assert (c == 2.0).all()

@@ -126,3 +126,45 @@ def test_tall_and_skinny_specialized_static_m(rng) -> None:
     c = np.zeros((256, 4), dtype=np.float32, order="F")
     tas(1.0, a, b, 1.0, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mnk", [(0, 4, 4), (4, 0, 4), (4, 4, 0), (0, 0, 0)])
+def test_small_gemm_batched_with_an_empty_size(mnk: tuple[int, int, int], rng) -> None:
+    """K = 0 leaves beta C; M or N = 0 has nothing to write."""
+    m, n, k = mnk
+    ld_a, ld_b, ld_c = max(1, m), max(1, k), max(1, m)
+    sa, sb, sc = ld_a * k, ld_b * n, ld_c * n
+    gemm = recipes.small_gemm_batched("f64", "n", "n", m, n, k, ld_a, sa, ld_b, sb, ld_c, sc)
+    a, b = rng.uniform(-1, 1, max(1, sa * 3)), rng.uniform(-1, 1, max(1, sb * 3))
+    c = rng.uniform(-1, 1, max(1, sc * 3))
+    want = c.copy()
+    if k == 0:
+        want[: sc * 3] *= 0.5
+    gemm(2.0, a, b, 0.5, c, 3)
+    np.testing.assert_allclose(c, want, rtol=1e-15)
+
+
+def test_small_gemm_batched_sizes_past_an_index_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"strideA = 9223372036854775808 does not fit an index"):
+        recipes.small_gemm_batched("f32", "n", "n", 4, 4, 4, 4, 2**63, 4, 16, 4, 16)
+
+
+@pytest.mark.parametrize(("m", "ld"), [(None, 100), (100, 100), (37, 40), (0, 1)])
+def test_tall_and_skinny_blocks_fit_a_static_leading_dimension(m, ld: int, rng) -> None:
+    """A block of rows is a view of A and C: at most M and the static ldA and ldC rows."""
+    tas = recipes.tall_and_skinny_specialized("f32", m, 4, 4, ld, 4, ld)
+    assert tas.M_block_size <= min(x for x in (m, ld) if x is not None) or m == 0
+    rows = 100 if m is None else m
+    big_a = np.asfortranarray(rng.uniform(-1, 1, (ld, 4)).astype(np.float32))
+    big_c = np.asfortranarray(rng.uniform(-1, 1, (ld, 4)).astype(np.float32))
+    a, c = big_a[:rows], big_c[:rows]
+    b = np.asfortranarray(rng.uniform(-1, 1, (4, 4)).astype(np.float32))
+    want = a.astype(np.float64) @ b + c
+    tas(1.0, a, b, 1.0, c)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["f128", "i32", "int32", "no-such-type"])
+def test_unsupported_element_types_are_value_errors(name: str) -> None:
+    with pytest.raises(ValueError, match=r"unsupported element type|not supported"):
+        recipes.scalar_type(name)

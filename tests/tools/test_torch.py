@@ -134,3 +134,12 @@ def test_recipes_take_tensors() -> None:
     for g in range(3):
         a_g, b_g = (f[9 * g : 9 * g + 9].reshape(3, 3).t() for f in flat[:2])
         torch.testing.assert_close(flat[2][9 * g : 9 * g + 9].reshape(3, 3).t(), a_g @ b_g)
+
+
+def test_recipes_name_the_tensor_they_cannot_share() -> None:
+    gemm = recipes.small_gemm_batched(torch.float32, "n", "n", 4, 4, 4, 4, 16, 4, 16, 4, 16)
+    b, c = torch.ones(48), torch.zeros(48)
+    with pytest.raises(ValueError, match=r"^A: a tensor that requires grad"):
+        gemm(1.0, torch.ones(48, requires_grad=True), b, 0.0, c, 3)
+    with pytest.raises(ValueError, match=r"^B: a tensor on device meta"):
+        gemm(1.0, b, torch.ones(48, device="meta"), 0.0, c, 3)
