@@ -169,8 +169,9 @@ def expand(source: np.ndarray, mode: int, entries: Sequence[int | None]) -> np.n
     require(all(e >= 0 for e in known), f"negative size in expand shape {list(entries)}")
     rest = math.prod(known)
     if len(known) < len(entries):
-        require(rest > 0 and n % rest == 0, f"expand shape does not divide mode size {n}")
-        entries = [n // rest if e is None else e for e in entries]
+        # a zero entry fits only an empty mode, and `?` beside it is 0
+        require(n % rest == 0 if rest else n == 0, f"expand shape does not divide mode size {n}")
+        entries = [(n // rest if rest else 0) if e is None else e for e in entries]
     else:
         require(rest == n, f"product of expand shape {list(entries)} is not the mode size {n}")
     strides: list[int] = []

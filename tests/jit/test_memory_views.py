@@ -296,6 +296,27 @@ def test_expand(form: str, layout: str, target: str, rng) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_expand_beside_a_zero_entry_infers_zero(target: str) -> None:
+    """`?` beside a zero entry fits only an empty mode and is 0, static or not; a zero
+    entry known only at run time must not reach the division (it would trap)."""
+    text = function(
+        ["%a: memref<f32x?>", "%e: memref<f32x0>", "%n: index", "%out: memref<indexx2>"],
+        ["%v = expand %a[0 -> %n x ?] : memref<f32x?>",
+         "%w = expand %e[0 -> 0 x ?] : memref<f32x0>",
+         "%sv = size %v[1] : memref<f32x?x?,strided<1,?>>",
+         "%sw = size %w[1] : memref<f32x0x?,strided<1,0>>",
+         "store %sv, %out[0] : memref<indexx2>",
+         "store %sw, %out[1] : memref<indexx2>"],
+    )  # fmt: skip
+    out = np.full(2, -1, np.int64)
+    check(text, [np.zeros(0, np.float32), np.zeros(0, np.float32), 0, out], target=target)
+    assert list(out) == [0, 0]
+    out[:] = -1
+    run_native(text, [np.zeros(6, np.float32), np.zeros(0, np.float32), 0, out], target=target)
+    assert list(out) == [0, 0]  # not a valid expand (the reference refuses it), but no trap
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(("first", "last"), [(0, 1), (1, 2), (0, 2)])
 @pytest.mark.parametrize("layout", ["packed", "dynamic"])
 def test_fuse(first: int, last: int, layout: str, target: str, rng) -> None:

@@ -205,7 +205,7 @@ def _expand(e: FunctionEmitter, inst: Expand) -> None:
         for x in entries:
             if x is not None:
                 known = mul(e.b, known, x)
-        inferred = div(e.b, source.shape[m], known)
+        inferred = _inferred_entry(e.b, source.shape[m], known)
         entries = [inferred if x is None else x for x in entries]
     strides: list[Dim] = []
     current = source.stride[m]
@@ -215,6 +215,17 @@ def _expand(e: FunctionEmitter, inst: Expand) -> None:
     shape = source.shape[:m] + tuple(entries) + source.shape[m + 1 :]  # type: ignore[operator]
     stride = source.stride[:m] + tuple(strides) + source.stride[m + 1 :]
     e.define(inst.result, _with_static(result_type, source.ptr, shape, stride))
+
+
+def _inferred_entry(b: ir.IRBuilder, size: Dim, known: Dim) -> Dim:
+    """The `?` entry of an expand shape: the mode's size over the other entries' product, or
+    0 beside a zero entry (which fits only an empty mode). A zero product known only at run
+    time never reaches the division, where it would trap."""
+    if isinstance(known, int):
+        return div(b, size, known) if known else 0
+    zero = b.icmp_signed("==", known, const(0))
+    quotient = b.sdiv(as_value(b, size), b.select(zero, const(1), known))
+    return b.select(zero, const(0), quotient)
 
 
 @emits(Fuse)
