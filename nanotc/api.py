@@ -20,6 +20,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from nanotc.check import check, load
+from nanotc.codegen import abi
 from nanotc.codegen.llvm.module import emit_module
 from nanotc.diagnostics import require_type
 from nanotc.ir.core import Program, walk
@@ -107,7 +108,7 @@ class Compilation:
         kernel = self._kernels.get(name)
         if kernel is None:
             func = self.program.function(name)
-            address = self.native.address(f"{name}__packed")
+            address = self.native.address(abi.packed_name(name))
             kernel = self._kernels[name] = Kernel(func, address, self.native)
         return kernel
 

@@ -61,6 +61,7 @@ class ErrorKind(enum.Enum):
     UNDEFINED_IDENTIFIER = "Undefined identifier {}"
     REDEFINED_IDENTIFIER = "Identifier {} was already used at {}"
     REDEFINED_FUNCTION = "Function {} was already defined at {}"
+    RESERVED_FUNCTION_NAME = "Function name {} is reserved: {}"
     # types
     OPERAND_TYPE_MISMATCH = "Type of SSA value does not match operand type"
     EXPECTED_MEMREF = "Expected memref type"

@@ -21,6 +21,23 @@ MAX_WORK_GROUP_SIZE = 1024
 INT_LITERAL_MAX = (1 << 63) - 1
 
 
+# C library functions the generated code calls (scratch memory) or LLVM calls in place of
+# its own instructions (loops it recognises as memset/memcpy/memmove, fma and frem where the
+# target lacks them): a kernel of that name would be called instead.
+RUNTIME_SYMBOLS = frozenset(
+    ["aligned_alloc", "free", "memset", "memcpy", "memmove", "fma", "fmaf", "fmod", "fmodf"]
+)
+
+
+def reserved_name(name: str, kernels: dict[str, Function]) -> str:
+    """Why a kernel cannot be called `name` in native code ("" if it can)."""
+    if name in RUNTIME_SYMBOLS:
+        return "generated code calls the C library function of that name"
+    if name.endswith("__packed") and name.removesuffix("__packed") in kernels:
+        return f"it is the packed entry point of @{name.removesuffix('__packed')}"
+    return ""
+
+
 class StructureChecker:
     def __init__(self, ctx: CheckContext):
         self.ctx = ctx
@@ -35,6 +52,12 @@ class StructureChecker:
                 )
             seen.setdefault(func.name, func)
             self.function(func)
+        for func in program.functions:
+            why = reserved_name(func.name, seen)
+            if why:
+                self.ctx.sink.error(
+                    ErrorKind.RESERVED_FUNCTION_NAME, func.loc, "@" + func.name, why
+                )
 
     def function(self, func: Function) -> None:
         for param in func.arguments:

@@ -18,10 +18,13 @@ values in the low bytes) followed by the same three i64; the Python launcher cal
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from nanotc.ir.core import Function
 from nanotc.ir.types import GroupType, MemRefType, ScalarType, Type
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Slot(enum.Enum):
@@ -85,5 +88,12 @@ def flatten_param(index: int, t: Type) -> list[NativeArg]:
     raise TypeError(f"parameter of type {t} cannot be passed to a kernel")
 
 
+def kernel_symbol(kernel: str) -> str:
+    """The object's symbol of a kernel: its name when that is a C identifier (the C calling
+    convention's), else the name behind a private prefix. A name such as `@0` would clash
+    with llvmlite's numbered metadata, and C could not declare it anyway."""
+    return kernel if _C_IDENTIFIER.fullmatch(kernel) else f"nanotc.kernel.{kernel}"
+
+
 def packed_name(kernel: str) -> str:
-    return f"{kernel}__packed"
+    return f"{kernel_symbol(kernel)}__packed"

@@ -17,9 +17,11 @@ from .helpers import (
     DTYPES,
     TARGETS,
     check,
+    compiled,
     fill_garbage,
     random_array,
     run_native,
+    run_reference,
     strided_view,
 )
 
@@ -384,6 +386,19 @@ def alloca_kernel(sizes: Sequence[int]) -> str:
         lines.append(f"%z{k} = arith.add %y{k}, %q{k} : f32")
         lines.append(f"store %z{k}, %o{k}[0] : memref<f32x{n}>")
     return ALLOCA_KERNEL.format(n=n, count=len(sizes), allocas="\n    ".join(lines))
+
+
+def test_kernels_with_numeric_names_and_heap_scratch() -> None:
+    """`@0` is a valid name; its symbol must not meet llvmlite's numbered metadata (the heap
+    scratch's branch weights are `!0`)."""
+    text = alloca_kernel([64, 20000]).replace("func @k(", "func @0(", 1)
+    out = np.zeros((ALLOCA_N, 2, 3), np.float32, order="F")
+    x = np.ones(ALLOCA_N, np.float32)
+    compilation = compiled(text)
+    compilation["0"](x, out, group_size=3)
+    reference = np.zeros_like(out)
+    run_reference(text, [x, reference], 3)
+    np.testing.assert_array_equal(out, reference)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -79,7 +79,7 @@ def _native_name(func: Function, arg: abi.NativeArg) -> str:
 def emit_kernel(module: ir.Module, func: Function, target: Target) -> ir.Function:
     native = abi.flatten(func)
     fn_type = ir.FunctionType(I32, [native_type(a) for a in native] + [I64] * 3)
-    fn = ir.Function(module, fn_type, func.name)
+    fn = ir.Function(module, fn_type, abi.kernel_symbol(func.name))
     for arg, value in zip(native, fn.args):
         value.name = local_name(_native_name(func, arg))
     begin, end, size = fn.args[len(native) :]
