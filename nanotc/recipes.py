@@ -26,7 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from nanotc.api import Compilation, compile
-from nanotc.ir.types import ScalarType
+from nanotc.ir.types import INDEX_MAX, ScalarType
 from nanotc.lowering.register_tile import choose
 from nanotc.runtime.arguments import numpy_dtype
 from nanotc.runtime.interop import InteropError, as_ndarray
@@ -34,7 +34,6 @@ from nanotc.runtime.launcher import Launch
 from nanotc.targets import Target, get
 
 KERNELS = ("gemm", "gemm_beta0")
-INDEX_MAX = (1 << 63) - 1
 
 
 def scalar_type(ty: str | ScalarType | Any) -> ScalarType:

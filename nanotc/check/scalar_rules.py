@@ -24,7 +24,16 @@ from nanotc.ir.instructions import (
     Subview,
     UnaryOp,
 )
-from nanotc.ir.types import DYNAMIC, I1, INDEX, GroupType, MemRefType, memref_errors, product
+from nanotc.ir.types import (
+    DYNAMIC,
+    I1,
+    INDEX,
+    INDEX_MAX,
+    GroupType,
+    MemRefType,
+    memref_errors,
+    product,
+)
 from nanotc.ir.values import Constant, OpResult, Value
 
 Rule = Callable[[Instruction, CheckContext], None]
@@ -117,11 +126,11 @@ def _check_indices(ctx: CheckContext, inst: Instruction, t: MemRefType | GroupTy
         ctx.error(ErrorKind.NUMBER_OF_INDICES, inst)
         return
     check_index(ctx, inst, "indices")
-    if isinstance(t, MemRefType):
-        for i, (v, size) in enumerate(zip(indices, t.shape)):
-            k = static_int(v)
-            if k is not None and (k < 0 or (size is not DYNAMIC and k >= size)):
-                ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"indices[{i}]")
+    sizes = t.shape if isinstance(t, MemRefType) else (DYNAMIC,)  # a group's size is a launch's
+    for i, (v, size) in enumerate(zip(indices, sizes)):
+        k = static_int(v)
+        if k is not None and (k < 0 or (size is not DYNAMIC and k >= size)):
+            ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"indices[{i}]")
 
 
 @rule(Load)
@@ -172,7 +181,11 @@ def _subview(inst: Instruction, ctx: CheckContext) -> None:
             ctx.error(ErrorKind.INVALID_SLICE, inst, where)
             continue
         bound = t.shape[mode]
-        if bound is DYNAMIC or start is None:
+        if bound is DYNAMIC:
+            continue
+        if start is None:  # at offset 0 at best
+            if extent is not None and extent > bound:
+                ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"sizes[{mode}]")
             continue
         if extent is not None:
             outside = start + extent > bound
@@ -224,6 +237,9 @@ def _fuse(inst: Instruction, ctx: CheckContext) -> None:
     t = inst.source.type
     if not isinstance(t, MemRefType) or not 0 <= inst.first < inst.last < t.order:
         return  # reported when the result type was inferred
+    sizes = t.shape[inst.first : inst.last + 1]
+    if DYNAMIC not in sizes and product(sizes) > INDEX_MAX:  # type: ignore[operator]
+        ctx.error(ErrorKind.INTEGER_OVERFLOW, inst)
     for k in range(inst.first, inst.last):
         stride, size, next_stride = t.stride[k], t.shape[k], t.stride[k + 1]
         if DYNAMIC in (stride, size, next_stride):

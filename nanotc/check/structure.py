@@ -11,14 +11,22 @@ from nanotc.check.scalar_rules import RULES
 from nanotc.diagnostics import ErrorKind
 from nanotc.ir.core import Function, Instruction, Kind, Program, Region, RegionKind
 from nanotc.ir.instructions import Alloca, For, Foreach, If, Yield
-from nanotc.ir.types import I1, GroupType, MemRefType, ScalarType, Type, VoidType, memref_errors
+from nanotc.ir.types import (
+    I1,
+    INDEX_MAX,
+    GroupType,
+    MemRefType,
+    ScalarType,
+    Type,
+    VoidType,
+    memref_errors,
+)
 from nanotc.ir.values import Constant, Poison, Value
 
 # The CPU as a device of the language: a subgroup is a set of SIMD lanes, so any power of two
 # up to the widest vector of bytes is a valid subgroup size; work-groups are bounded as on GPUs.
 SUBGROUP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 MAX_WORK_GROUP_SIZE = 1024
-INT_LITERAL_MAX = (1 << 63) - 1
 
 
 # C library functions the generated code calls (scratch memory) or LLVM calls in place of
@@ -204,7 +212,7 @@ def _literal_fits(constant: Constant) -> bool:
     if not isinstance(constant.value, int) or not isinstance(constant.type, ScalarType):
         return True
     lo, hi = constant.type.int_range()
-    return lo <= constant.value <= hi and abs(constant.value) <= INT_LITERAL_MAX
+    return lo <= constant.value <= hi and abs(constant.value) <= INDEX_MAX
 
 
 def _listing(values: Sequence[int]) -> str:

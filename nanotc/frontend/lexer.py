@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from nanotc.diagnostics import DiagnosticSink, ErrorKind, Source, SourcePos, SourceRange
+from nanotc.ir.types import INDEX_MAX
 
 
 class Tok(enum.Enum):
@@ -57,8 +58,7 @@ KEYWORDS = frozenset(
 # Longest first, so that `i16x4` splits as `i16` `x` `4`, never `i1` `6`...
 _SCALAR_WORDS = sorted(_TYPE_KEYWORDS, key=len, reverse=True)
 _SHAPE_PIECE = re.compile("|".join([*_SCALAR_WORDS, r"x", r"\d+"]))
-_INT_MAX = (1 << 63) - 1
-_INT_MAX_DIGITS = len(str(_INT_MAX))
+_INT_MAX_DIGITS = len(str(INDEX_MAX))
 
 _PATTERNS = re.compile(
     r"""
@@ -130,7 +130,7 @@ class Lexer:
     def _integer(self, text: str, where: SourceRange) -> int:
         # count digits before converting: int() refuses texts of over 4300 digits
         digits = text.lstrip("+-").lstrip("0") or "0"
-        if len(digits) > _INT_MAX_DIGITS or int(digits) > _INT_MAX:
+        if len(digits) > _INT_MAX_DIGITS or int(digits) > INDEX_MAX:
             self.sink.error(ErrorKind.INTEGER_OVERFLOW, where)
             return 0
         return -int(digits) if text.startswith("-") else int(digits)

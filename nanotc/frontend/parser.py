@@ -256,11 +256,11 @@ class Parser(TypeParser):
             state.locs[f.name] = start
             return
         values: list[Value | _Literal] = []
-        while self.starts_operand(f.constants):
+        more = self.starts_operand(f.constants)
+        while more:  # after a comma an operand must follow: `%a[0,]` is a syntax error
             state.locs[f"{f.name}[{len(values)}]"] = self.peek().range
             values.append(self.operand(f.constants))
-            if not self.accept(","):
-                break
+            more = self.accept(",") is not None
         state.fields[f.name] = values
 
     def starts_operand(self, constants: ConstKind) -> bool:
@@ -452,7 +452,8 @@ def _parse_slices(p: Parser, state: _InstrState) -> None:
     offsets: list[Value | _Literal] = []
     sizes: list[Value | _Literal | None] = []
     int_or_value = ConstKind.INT
-    while not p.peek().is_("]"):
+    more = not p.peek().is_("]")
+    while more:  # after a comma a slice must follow
         mode = len(offsets)
         if p.peek().is_(":"):
             colon = p.next()
@@ -468,8 +469,7 @@ def _parse_slices(p: Parser, state: _InstrState) -> None:
             else:
                 sizes.append(None)
             state.locs[f"offsets[{mode}]"] = start.to(p.previous().range)
-        if not p.accept(","):
-            break
+        more = p.accept(",") is not None
     state.fields["offsets"] = offsets
     state.fields["sizes"] = sizes
 

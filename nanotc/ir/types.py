@@ -189,6 +189,9 @@ def memref_errors(t: MemRefType) -> list[ErrorKind]:
     return errors
 
 
+INDEX_MAX: Final = (1 << 63) - 1  # index values, sizes and integer literals are 64-bit
+
+
 def product(values: Sequence[Extent]) -> Extent:
     """Product of extents; dynamic if any factor is dynamic."""
     if DYNAMIC in values:
