@@ -171,7 +171,9 @@ def render(diag: Diagnostic, source: Source | None) -> str:
         first = b.column if number == b.line else _first_non_blank(text)
         last = e.column if number == e.line else len(text)
         out.append(text)
-        out.append(" " * (first - 1) + "~" * max(1, last - first + 1))
+        # tabs kept, so the markers sit under their characters however tabs are shown
+        indent = "".join("\t" if c == "\t" else " " for c in text[: first - 1])
+        out.append(indent + "~" * max(1, last - first + 1))
     return "\n".join(out)
 
 

@@ -56,6 +56,17 @@ def test_one_line_error_is_rendered_with_marker() -> None:
     )
 
 
+def test_markers_under_tabs_keep_the_tabs() -> None:
+    """Columns count a tab as one character; the marker line repeats the tabs so that it
+    lines up however wide a terminal shows them."""
+    text = "func @f(%a: f32) {\n\t%b = arith.shl\t%a, %a : f32\n}\n"
+    assert str(error_of(text, "kernel.ir")) == (
+        "kernel.ir:2.7-28: Floating point type unsupported for instruction\n"
+        "\t%b = arith.shl\t%a, %a : f32\n"
+        "\t     ~~~~~~~~~~~~~~~~~~~~~~"
+    )
+
+
 def test_single_character_range_has_one_marker() -> None:
     text = "func @f() {\n    %x = group_id $\n}\n"
     error = error_of(text)
