@@ -333,7 +333,9 @@ def _tall_and_skinny_source(ty: ScalarType, sizes: dict[str, int | None], block:
             f"    %g = group_id\n"
             f"    %m = arith.mul %g, {block} : index\n"
         )
-        if whole:
+        if sizes["M"] == 0:
+            body = ""  # no rows, no work-groups: nothing to compute
+        elif whole:
             body = gemm(str(block), str(block), beta, "    ")
         else:
             body = (

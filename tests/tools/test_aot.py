@@ -242,10 +242,12 @@ def test_header_of_clashing_and_reserved_parameter_names_compiles(tmp_path, lang
     assert built.returncode == 0, built.stderr
 
 
-@pytest.mark.parametrize("other", ["k_args", "k_run", "k_launch", "k__packed"])
+@pytest.mark.parametrize("other", ["k_args", "k_run", "k_launch"])
 def test_kernels_whose_helpers_would_clash_are_refused(other: str) -> None:
     with pytest.raises(AotError, match=f"@k and @{other} cannot .* both would declare {other}"):
         c_header(nanotc.load(f"func @k(%a: f32) {{}}\nfunc @{other}(%a: f32) {{}}\n"))
+    with pytest.raises(nanotc.CompileError, match="is the packed entry point of @k"):
+        nanotc.load("func @k(%a: f32) {}\nfunc @k__packed(%a: f32) {}\n")  # even without C
 
 
 def test_header_in_a_missing_directory_fails_before_anything_is_written(tmp_path: Path) -> None:
