@@ -227,7 +227,7 @@ class KernelCache:
     def _warn(self, message: str) -> None:
         if not self._warned:
             self._warned = True
-            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            warnings.warn(message, RuntimeWarning, stacklevel=_caller_outside_nanotc())
 
     def entries(self) -> Iterator[Path]:
         if self.directory is None:
@@ -363,6 +363,16 @@ def active(enabled: bool | None = None) -> KernelCache | None:
         if cache is None:
             cache = _caches[directory] = KernelCache(directory, _max_bytes())
         return cache
+
+
+def _caller_outside_nanotc() -> int:
+    """The `stacklevel` that attributes a warning issued by this module's caller to the
+    first frame outside the nanotc package (the user's line, however deep the call came)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(2), 2  # 2: the caller of the function that warns
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _max_bytes() -> int:
