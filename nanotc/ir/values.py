@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nanotc.diagnostics import SourceRange
-from nanotc.ir.types import INDEX, ScalarType, Type
+from nanotc.ir.types import INDEX, ScalarType, Type, numpy_dtype
 
 if TYPE_CHECKING:
     from nanotc.ir.core import Instruction, Region
@@ -96,6 +98,16 @@ def _float_literal(value: float) -> str:
 
 def wildcard(loc: SourceRange | None = None) -> Constant:
     return Constant(None, INDEX, loc)
+
+
+def literal_in(value: Value, t: ScalarType) -> int | float | None:
+    """A literal operand's value once converted to `t`, as an instruction computing in `t`
+    sees it (an f64 beta of 1e-50 is 0 in f32); None for a value known only at run time."""
+    if not isinstance(value, Constant) or value.value is None:
+        return None
+    with np.errstate(all="ignore"):  # a NaN or an infinity converted to an integer type
+        converted: int | float = numpy_dtype(t).type(value.value).item()
+    return converted
 
 
 class Poison(Value):

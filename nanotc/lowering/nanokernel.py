@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Constant, Value, literal_in
 from nanotc.targets import Target
 
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
@@ -223,8 +223,10 @@ def _constant(value: Value) -> float | int | None:
     return value.value if isinstance(value, Constant) else None
 
 
-def beta_kind(beta: Value) -> Beta:
-    value = _constant(beta)
+def beta_kind(beta: Value, compute: ScalarType) -> Beta:
+    """What the epilogue does with C: a literal beta is judged once converted to the compute
+    type (one that underflows to 0 never reads C, as the reference evaluator's)."""
+    value = literal_in(beta, compute)
     if value is None:
         return Beta.RUNTIME
     return Beta.ZERO if value == 0 else Beta.ONE if value == 1 else Beta.GENERAL
@@ -282,7 +284,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         c_access=c_access,
         k_unroll=unroll,
         fused=target.fma,
-        beta=beta_kind(inst.beta),
+        beta=beta_kind(inst.beta, compute),
         alpha_is_one=_constant(inst.alpha) == 1,
         atomic=bool(inst.atomic),
         batched=isinstance(inst, TileBatchGemm),

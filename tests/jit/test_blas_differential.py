@@ -191,6 +191,21 @@ def test_literal_alpha_beta_and_static_shapes(kind: str, target: str, rng) -> No
         run_case(case, target, rng, [mnk])
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_literal_beta_zero_in_the_compute_type_never_reads_the_output(
+    kind: str, target: str, rng
+) -> None:
+    """An f64 beta of 1e-50 is 0 in f32: the output (garbage) is not read, as the reference
+    decides on the converted beta."""
+    n = operands(kind)
+    mnk = (5, 3, 4)
+    trans = transposes(kind)[0]
+    case = Case(kind, trans, ("f32",) * n, "f64", ("packed",) * n, alpha=1.5, beta=1e-50,
+                static_shape=mnk)  # fmt: skip
+    run_case(case, target, rng, [mnk])
+
+
 @pytest.mark.parametrize("kind", ["gemm", "gemv", "axpby", "sum"])
 def test_integer_literal_alpha_beta(kind: str, rng) -> None:
     n = operands(kind)

@@ -95,6 +95,28 @@ def test_gemv_n_at_every_boundary(ty: str, target: str, rng) -> None:
                     assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, n)), (m, n)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("alpha", [np.nan, np.inf])
+def test_gemv_n_without_columns_still_multiplies_by_alpha(alpha: float, target: str) -> None:
+    """alpha (A x) with A x = 0: NaN for an alpha of NaN or infinity, as the reference has it,
+    although no column pass runs."""
+    m, v = "memref<f32x?x?>", "memref<f32x?>"
+    text = (
+        f"func @g(%alpha: f32, %a: {m}, %x: {v}, %y: {v}, %beta: f32) {{\n"
+        f"  gemv.n %alpha, %a, %x, %beta, %y : f32, {m}, {v}, f32, {v}\n}}"
+    )
+    kernel = compiled(text, target)["g"]
+    for beta in (0.0, 1.0):
+        y = np.ones(5, np.float32)
+        kernel(np.float32(alpha), np.zeros((5, 0), np.float32, order="F"),
+               np.zeros(0, np.float32), y, np.float32(beta), group_size=1)  # fmt: skip
+        assert np.isnan(y).all()
+        y.fill(3.0)
+        kernel(np.float32(2.0), np.zeros((5, 0), np.float32, order="F"),
+               np.zeros(0, np.float32), y, np.float32(beta), group_size=1)  # fmt: skip
+        assert (y == 3 * beta).all()
+
+
 def test_gemv_n_streams_columns_where_they_are_contiguous() -> None:
     """gemv.n stays a gemv (axpys down A's columns) when A's columns are contiguous; when they
     are not, or A is static and fits L1, it runs as a gemm on the nanokernels."""

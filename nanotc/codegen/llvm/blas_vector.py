@@ -365,6 +365,27 @@ def gemv_n(
         )
     with for_range(b, blocked, columns, name="k1") as k:
         _axpy_columns(e, v, a, x, out, u, [k])
+    _without_columns(e, v, out, u, columns)
+
+
+def _without_columns(
+    e: FunctionEmitter, v: VectorLoops, out: MemrefValue, u: OutputUpdate, columns: Dim
+) -> None:
+    """With no columns A x is 0, and no pass above multiplied by alpha; alpha * 0 is still
+    NaN for an alpha of NaN or infinity, so c gets it (as the reference computes it)."""
+    b = e.b
+    if isinstance(columns, int) and columns > 0:
+        return
+    product = vec.splat(b, b.fmul(u.alpha, ir.Constant(u.alpha.type, 0.0)), v.lanes)
+
+    def rows(i: ir.Value, mask: ir.Value | None) -> None:
+        v.store(out, i, b.fadd(v.load(out, i, mask), product), mask)
+
+    if isinstance(columns, int):
+        v.each(out.shape[0], rows)
+        return
+    with b.if_then(b.icmp_signed("==", columns, const(0))):
+        v.each(out.shape[0], rows)
 
 
 def ger(

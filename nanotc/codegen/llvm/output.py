@@ -21,7 +21,7 @@ from nanotc.codegen.llvm.scalar import binary
 from nanotc.codegen.llvm.types import MemrefValue, memory_type
 from nanotc.ir.instructions import BinaryOp, BlasInstruction
 from nanotc.ir.types import ScalarType
-from nanotc.ir.values import Constant, Value
+from nanotc.ir.values import Value, literal_in
 
 
 def compute_type(output: ScalarType) -> ScalarType:
@@ -67,12 +67,13 @@ def update_output(
     def update(beta: ir.Value | None, one: bool = False) -> OutputUpdate:
         return OutputUpdate(element, ct, alpha, beta, one, atomic)
 
-    if isinstance(beta_operand, Constant):
-        if beta_operand.value == 0:
+    literal = literal_in(beta_operand, ct)  # judged as converted: 1e-50 is 0 in f32
+    if literal is not None:
+        if literal == 0:
             nest(update(None))
         else:
             beta = convert(e.b, e.value(beta_operand), beta_operand.type, ct)
-            nest(update(beta, beta_operand.value == 1))
+            nest(update(beta, literal == 1))
         return
     beta = convert(e.b, e.value(beta_operand), beta_operand.type, ct)
     zero = ir.Constant(beta.type, 0)
