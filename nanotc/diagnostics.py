@@ -15,6 +15,7 @@ Columns are 1-based and the end of a range is inclusive.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from dataclasses import dataclass, field
 
 
@@ -146,6 +147,10 @@ class Source:
     def __post_init__(self) -> None:
         require_type(self.text, str, "program text must be a str")
         require_type(self.name, str, "a program's name must be a str")
+        if "\r" in self.text:
+            # CRLF and classic-Mac CR files count lines as LF files do, in errors and markers
+            text = self.text.replace("\r\n", "\n").replace("\r", "\n")
+            object.__setattr__(self, "text", text)
 
     def lines(self) -> list[str]:
         return self.text.split("\n")
@@ -171,10 +176,20 @@ def render(diag: Diagnostic, source: Source | None) -> str:
         first = b.column if number == b.line else _first_non_blank(text)
         last = e.column if number == e.line else len(text)
         out.append(text)
-        # tabs kept, so the markers sit under their characters however tabs are shown
-        indent = "".join("\t" if c == "\t" else " " for c in text[: first - 1])
-        out.append(indent + "~" * max(1, last - first + 1))
+        indent = "".join(_blank_under(c) for c in text[: first - 1])
+        marked = sum(len(_blank_under(c)) for c in text[first - 1 : last])
+        out.append(indent + "~" * max(1, marked))
     return "\n".join(out)
+
+
+def _blank_under(char: str) -> str:
+    """What the marker line puts under `char`: the tab itself, so markers line up however
+    tabs are shown; two columns under a wide (CJK) character; none under a combining mark."""
+    if char == "\t":
+        return "\t"
+    if unicodedata.combining(char):
+        return ""
+    return "  " if unicodedata.east_asian_width(char) in ("W", "F") else " "
 
 
 def _first_non_blank(text: str) -> int:

@@ -67,6 +67,29 @@ def test_markers_under_tabs_keep_the_tabs() -> None:
     )
 
 
+def test_markers_under_wide_characters_take_two_columns() -> None:
+    """Columns count characters; the marker line gives a wide (CJK) character the two columns
+    a terminal shows it in, so the markers stay under the characters they mark."""
+    text = "func @f() {\n    %x = group_id 漢字 $\n}\n"
+    assert str(error_of(text)).splitlines()[:4] == [
+        "<memory>:2.19-20: Unknown token",
+        "    %x = group_id 漢字 $",
+        "                  ~~~~",
+        "<memory>:2.22: Unknown token",
+    ]
+    assert str(error_of(text)).splitlines()[-1] == " " * 23 + "~"
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_carriage_return_files_count_lines_as_newline_files_do(newline: str) -> None:
+    text = newline.join(["func @f(%a: f32) {", "    %b = arith.shl %a, %a : f32", "}", ""])
+    assert str(error_of(text, "kernel.ir")) == (
+        "kernel.ir:2.10-31: Floating point type unsupported for instruction\n"
+        "    %b = arith.shl %a, %a : f32\n"
+        "         ~~~~~~~~~~~~~~~~~~~~~~"
+    )
+
+
 def test_single_character_range_has_one_marker() -> None:
     text = "func @f() {\n    %x = group_id $\n}\n"
     error = error_of(text)
