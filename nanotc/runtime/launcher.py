@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -22,6 +23,7 @@ import numpy as np
 
 from nanotc.codegen import abi
 from nanotc.ir.core import Function
+from nanotc.ir.types import ScalarType
 from nanotc.runtime.arguments import (
     ArgumentBinder,
     ArgumentError,
@@ -298,14 +300,61 @@ def _scalar_slot(
     if len(param) != 1 or param[0].slot is not abi.Slot.SCALAR:
         return None
     bind_one, read = bind.binder(index), _slot_reader(param[0])
+    plain = _plain_number_slot(bind.func.arguments[index].type)
 
     def slot(value: Any) -> int | None:
+        if plain is not None:
+            bits = plain(value)
+            if bits is not None:
+                return bits
         try:
             return read(bind_one(value, 0), [])
         except ArgumentError:
             return None
 
     return slot
+
+
+# a Python float's bits in each float type: the C conversion, nearest even, as numpy's; packing
+# raises OverflowError exactly where a finite value would round to an infinity, which binding
+# refuses (bf16 has no struct format)
+_FLOAT_BITS = {
+    ScalarType.F16: (struct.Struct("<e").pack, struct.Struct("<H").unpack),
+    ScalarType.F32: (struct.Struct("<f").pack, struct.Struct("<I").unpack),
+    ScalarType.F64: (struct.Struct("<d").pack, struct.Struct("<Q").unpack),
+}
+
+
+def _plain_number_slot(t: Any) -> Callable[[Any], int | None] | None:
+    """The slot of a Python float (float parameters) or int (integer ones) without binding,
+    which costs twenty times as much and dominated small launches; None where binding must
+    look: other types, values out of range, f16 NaNs (whose payloads struct does not keep)."""
+    if not isinstance(t, ScalarType):
+        return None
+    if t.is_int:
+        lo, hi = (0, 1) if t is ScalarType.I1 else (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1)
+        mask = (1 << t.bits) - 1
+
+        def integer(value: Any) -> int | None:
+            if type(value) is int and lo <= value <= hi:
+                return value & mask
+            return None
+
+        return integer
+    if t not in _FLOAT_BITS:
+        return None
+    pack, unpack = _FLOAT_BITS[t]
+    keeps_nan = t is not ScalarType.F16
+
+    def real(value: Any) -> int | None:
+        if type(value) is not float or not (keeps_nan or value == value):
+            return None
+        try:
+            return unpack(pack(value))[0]
+        except OverflowError:
+            return None
+
+    return real
 
 
 SlotReader = Callable[[Any, list[Any]], int]

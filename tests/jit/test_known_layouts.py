@@ -90,3 +90,45 @@ def test_data_address_is_the_arrays_first_element(array: np.ndarray) -> None:
 @pytest.mark.skipif(platform.python_implementation() != "CPython", reason="reads CPython objects")
 def test_cpython_arrays_give_their_address_from_the_object_header() -> None:
     assert object.__basicsize__ == arguments._DATA_POINTER_OFFSET
+
+
+SCALARS = """func @k(%a: {t}, %y: memref<{t}x1>) {{
+    store %a, %y[0] : memref<{t}x1>
+}}"""
+
+EDGE_FLOATS = [0.0, -0.0, 1.5, -1e-40, 5e-324, 6e-8, 3e-8, 65504.0, 65519.0, 3.4028235e38,
+               1e300, np.inf, -np.inf, np.nan, float.fromhex("0x1.fffffefffffffp127"),
+               *np.array([0x7FF8_0000_0000_0123, 0xFFF0_0400_0000_0000], np.uint64).view(
+                   np.float64).tolist()]  # fmt: skip
+
+
+@pytest.mark.parametrize("t", ["f16", "f32", "f64", "bf16", "i1", "i8", "i16", "i32", "i64"])
+def test_python_numbers_take_the_quick_slot_path_with_bindings_bits_and_errors(t: str) -> None:
+    """A Python float or int fills its slot without binding (`_plain_number_slot`); its bits,
+    and what it refuses, must be binding's: nearest-even rounding, infinities kept, values that
+    would round to an infinity or do not fit refused, NaNs of every payload kept by numpy."""
+    kernel = compiled(SCALARS.format(t=t))["k"]
+    dtype = arguments.numpy_dtype(kernel.function.arguments[0].type)
+    y = np.zeros(1, dtype)
+    kernel(dtype.type(0), y, group_size=1)  # the layout is known from here on
+    rng = np.random.default_rng(11)
+    if dtype.kind == "f" or t == "bf16":
+        randoms = rng.integers(0, 2**64, 300, dtype=np.uint64).view(np.float64).tolist()
+        values = EDGE_FLOATS + randoms + (rng.standard_normal(300) * 1e4).tolist()
+    else:
+        values = [0, 1, -1, 2, 127, 128, -129, 2**15, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63),
+                  2**64, *rng.integers(-(2**40), 2**40, 50).tolist()]  # fmt: skip
+    for value in values:
+        slots = kernel._known.slot_values((value, y))
+        try:
+            expected = arguments.bind_scalar("a", kernel.function.arguments[0].type, value)
+        except ArgumentError:
+            assert slots is None, value  # binding reports it
+            with pytest.raises(ArgumentError, match="%a"):
+                kernel(value, y, group_size=1)
+            continue
+        assert slots is not None, value
+        bits = int(np.array(expected).view(f"u{dtype.itemsize}"))
+        assert slots[0] == bits, (value, hex(slots[0]), hex(bits))
+        kernel(value, y, group_size=1)
+        assert y.view(f"u{dtype.itemsize}")[0] == bits, value
