@@ -66,7 +66,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if not Path(args.header).resolve().parent.is_dir():
             raise UsageError(f"--header {args.header}: no such directory")
         banner = header_banner(compilation, name)
-        header = c_header(compilation.program, header_guard(args.header), banner)
+        guard = header_guard(args.header)
+        header = c_header(compilation.program, guard, banner, amx=compilation.target.amx)
     if args.emit == "shared":
         link_shared(compilation.object_code(), args.output)
     else:

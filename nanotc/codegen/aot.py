@@ -9,7 +9,8 @@ convention (`nanotc.codegen.abi`, docs/calling-convention.md) and three helpers:
 
 `NAME_run` runs one range of work-groups (give each thread of your own pool a range);
 `NAME_launch` runs all of them, `chunk` at a time, in parallel when the including file is
-compiled with OpenMP (`-fopenmp`), else in order on the calling thread. C types follow the
+compiled with OpenMP (`-fopenmp`), else in order on the calling thread; for AMX targets it
+first asks Linux for the tile state (`nanotc_request_amx`). C types follow the
 native types of `codegen.llvm.types.abi_type`: `i1` is `uint8_t`, f16 and bf16 scalars and data
 are `uint16_t` bit patterns (a `half` at the interface would be `_Float16`).
 
@@ -19,6 +20,7 @@ the system C compiler (`$CC`, else `cc` or `gcc`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -84,9 +86,16 @@ def _stdint_names() -> list[str]:
     return names
 
 
-_RESERVED_C_NAMES = frozenset([*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_stdint_names()])
+# macros gcc predefines in its default (GNU) modes, and ones common headers define that a
+# program including the header is likely to include first
+_COMMON_MACROS = "linux unix i386 I EOF errno assert offsetof complex imaginary"
+_RESERVED_C_NAMES = frozenset(
+    [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_COMMON_MACROS.split(), *_stdint_names()]
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LAUNCH_NAMES = frozenset({*abi.LAUNCH_ARGS, "args", "slots", "chunk", "status"})
+# NAME_run's parameters: a kernel of one of these names would be hidden where NAME_run calls it
+_RUN_PARAMETERS = frozenset({*abi.LAUNCH_ARGS, "args"})
 
 
 def scalar_c_type(t: ScalarType) -> str:
@@ -117,14 +126,30 @@ def c_name(kernel: str) -> str:
     if not _IDENTIFIER.match(kernel):
         why = "is not a C identifier"
     elif not _usable(kernel):
-        why = "is reserved in C or C++ (a keyword, a <stdint.h> name, or a reserved prefix)"
+        why = (
+            "is reserved in C or C++ (a keyword, a <stdint.h> name, a common macro such as "
+            "`linux`, or a reserved prefix)"
+        )
+    elif kernel in _RUN_PARAMETERS:
+        why = "is a parameter of its C helper NAME_run, which calls it"
     else:
         return kernel
     raise AotError(f"kernel @{kernel} cannot be declared in C: its name {why} (rename it)")
 
 
-def c_header(program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = "") -> str:
-    """The C header of a program's kernels (see the module docstring)."""
+def c_header(
+    program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = "", amx: bool = False
+) -> str:
+    """The C header of a program's kernels (see the module docstring). Its include guard is
+    `guard` and a digest of the declarations, so that headers of different programs given the
+    same file name can be included together. `amx`: the object uses AMX tiles, which a Linux
+    process must ask for before its first tile instruction (`nanotc_request_amx`)."""
+    _check_global_names(program)
+    body = [*(_AMX_REQUEST if amx else [])]
+    for func in program.functions:
+        body += ["", *_kernel_declarations(func, amx)]
+    digest = hashlib.sha256("\n".join(body).encode()).hexdigest()[:12].upper()
+    guard = f"{guard}_{digest}"
     lines = [f"/* {line} */" if line else "" for line in banner.splitlines()]
     lines += [
         f"#ifndef {guard}",
@@ -135,12 +160,36 @@ def c_header(program: Program, guard: str = "NANOTC_KERNELS_H", banner: str = ""
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",
+        *body,
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif /* {guard} */",
+        "",
     ]
-    _check_global_names(program)
-    for func in program.functions:
-        lines += ["", *_kernel_declarations(func)]
-    lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
+
+
+# Linux keeps AMX tile data off for a process until it asks (arch_prctl ARCH_REQ_XCOMP_PERM for
+# XFEATURE_XTILEDATA); a tile instruction before that kills it. The system call is made in
+# assembly: <unistd.h> declares syscall() only in GNU modes, and differently in C and C++.
+_AMX_REQUEST = [
+    "",
+    "#ifndef NANOTC_REQUEST_AMX",
+    "#define NANOTC_REQUEST_AMX",
+    "/* Asks Linux for the AMX tile state, which this object's kernels use: 0 once granted (any",
+    " * thread of the process may then run them), else nonzero (no AMX on this CPU or kernel).",
+    " * NAME_launch asks itself; call it once before calling NAME or NAME_run directly. */",
+    "static inline int32_t nanotc_request_amx(void) {",
+    "    long result;",
+    '    __asm__ volatile("syscall" : "=a"(result) : "0"(158L), "D"(0x1023L), "S"(18L)',
+    '                     : "rcx", "r11", "memory");',
+    "    return result == 0 ? 0 : 1;",
+    "}",
+    "#endif",
+]
 
 
 HELPER_SUFFIXES = ("", "__packed", "_args", "_run", "_launch")
@@ -161,7 +210,7 @@ def _check_global_names(program: Program) -> None:
                 )
 
 
-def _kernel_declarations(func: Function) -> list[str]:
+def _kernel_declarations(func: Function, amx: bool) -> list[str]:
     name = c_name(func.name)
     fields = _fields(func)
     launch = ["int64_t group_begin", "int64_t group_end", "int64_t group_size"]
@@ -186,12 +235,14 @@ def _kernel_declarations(func: Function) -> list[str]:
         "}",
         "",
         "/* All work-groups 0 .. group_size-1, `chunk` at a time (chunk <= 0: all at once); the",
-        " * chunks run in parallel when compiled with -fopenmp. 0, or 1 if any chunk failed. */",
+        " * chunks run in parallel when compiled with -fopenmp. 0, or 1 if any chunk failed"
+        + (", or 2 if Linux refused AMX. */" if amx else ". */"),
         *_wrap(
             f"static inline int32_t {name}_launch(",
             [f"const {name}_args *args", "int64_t group_size", "int64_t chunk"],
             ") {",
         ),
+        *(["    if (nanotc_request_amx() != 0) return 2;"] if amx else []),
         "    if (chunk <= 0 || chunk > group_size) chunk = group_size > 0 ? group_size : 1;",
         "    int64_t chunks = group_size / chunk + (group_size % chunk != 0);",
         "    int32_t status = 0;",

@@ -5,6 +5,7 @@ printed results must equal numpy's on the same inputs."""
 from __future__ import annotations
 
 import ctypes
+import re
 import shutil
 import subprocess
 import sys
@@ -195,7 +196,9 @@ def test_header_declares_the_calling_convention() -> None:
     assert "int32_t shift(int32_t n, uint8_t flag, double *x, int64_t x_size0," in header
     assert "int32_t shift__packed(const uint64_t *slots, int64_t group_begin" in header
     assert header.count("static inline int32_t") == 4  # _run and _launch per kernel
-    assert header.startswith("#ifndef KERNELS_H") and header.rstrip().endswith("KERNELS_H */")
+    guard = header.splitlines()[0].removeprefix("#ifndef ")
+    assert re.fullmatch("KERNELS_H_[0-9A-F]{12}", guard)
+    assert header.rstrip().endswith(f"#endif /* {guard} */")
 
 
 def test_scalar_c_types_follow_the_native_types() -> None:
@@ -248,6 +251,91 @@ def test_kernels_whose_helpers_would_clash_are_refused(other: str) -> None:
         c_header(nanotc.load(f"func @k(%a: f32) {{}}\nfunc @{other}(%a: f32) {{}}\n"))
     with pytest.raises(nanotc.CompileError, match="is the packed entry point of @k"):
         nanotc.load("func @k(%a: f32) {}\nfunc @k__packed(%a: f32) {}\n")  # even without C
+
+
+@pytest.mark.parametrize("name", ["args", "group_begin", "group_end", "group_size"])
+def test_kernels_named_after_a_helpers_parameter_are_refused(name: str) -> None:
+    """NAME_run(args, group_begin, ...) calls NAME: a parameter of that name would hide it."""
+    with pytest.raises(AotError, match=f"@{name} cannot .* is a parameter of its C helper"):
+        c_header(nanotc.load(f"func @{name}(%a: f32) {{}}\n"))
+
+
+def syntax_check(tmp_path: Path, source: str, language: str, *options: str) -> None:
+    compiler = GCC if language == "c" else shutil.which("g++")
+    if compiler is None:
+        pytest.skip(f"no {language} compiler")
+    (tmp_path / "main.c").write_text(source)
+    cmd = [compiler, *options, "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", language]
+    built = subprocess.run([*cmd, "main.c"], capture_output=True, text=True, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+
+
+@needs_gcc
+@pytest.mark.parametrize("language", ["c", "c++"])
+def test_names_gcc_predefines_as_macros_are_renamed_or_refused(tmp_path, language) -> None:
+    """gcc's GNU modes (its default) define `linux` and `unix` as 1: a parameter so named is
+    renamed, as are names common headers define as macros (`I`, `EOF`, `errno`)."""
+    text = "func @k(%unix: f32, %linux: f32, %I: f32, %EOF: f32, %errno: f32) {}\n"
+    (tmp_path / "k.h").write_text(c_header(nanotc.load(text)))
+    includes = "#include <complex.h>\n#include <errno.h>\n" if language == "c" else ""
+    syntax_check(tmp_path, includes + '#include <stdio.h>\n#include "k.h"\n', language)
+    with pytest.raises(AotError, match="@linux cannot be declared"):
+        c_header(nanotc.load("func @linux(%a: f32) {}\n"))
+
+
+@needs_gcc
+def test_headers_of_two_programs_with_one_file_name_include_together(tmp_path: Path) -> None:
+    """The guard carries a digest of the declarations: a.h and A.h, or two kernel.h in two
+    directories, do not hide each other; the same header included twice still does."""
+    for directory, kernel in (("one", "ka"), ("two", "kb")):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "k.ir").write_text(f"func @{kernel}(%x: f32) {{}}\n")
+        result = nanotc_cli("compile", "k.ir", "--header", "kernel.h", "--emit", "obj",
+                            "-o", "k.o", cwd=tmp_path / directory)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    source = """#include "one/kernel.h"
+#include "two/kernel.h"
+#include "one/kernel.h"
+int main(void) { ka_args a = {1.0f}; kb_args b = {2.0f}; return ka_run(&a, 0, 1, 1) | kb_run(&b, 0, 1, 1); }
+"""
+    syntax_check(tmp_path, source, "c", "-std=c99", "-pedantic")
+
+
+@needs_gcc
+@pytest.mark.parametrize("language", ["c", "c++"])
+def test_amx_objects_ask_linux_for_the_tile_state(tmp_path: Path, language: str) -> None:
+    """Linux kills a process at its first AMX instruction unless it asked for the tile state:
+    NAME_launch of an AMX target asks first, and returns 2 where AMX is refused (here: a host
+    without it) instead of dying; on an AMX host the kernel runs."""
+    (tmp_path / "k.ir").write_text(
+        "func @k(%A: memref<bf16x32x32>, %B: memref<bf16x32x32>, %C: memref<f32x32x32>) {\n"
+        "    gemm.n.n 1.0, %A, %B, 0.0, %C : f32, memref<bf16x32x32>, memref<bf16x32x32>, f32,"
+        " memref<f32x32x32>\n}\n"
+    )
+    result = nanotc_cli("compile", "k.ir", "--target", "amx", "--emit", "obj", "-o", "k.o",
+                        "--header", "k.h", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "main.c").write_text("""#include <stdio.h>
+#include "k.h"
+int main(void) {
+    static uint16_t a[32 * 32], b[32 * 32];
+    static float c[32 * 32];
+    for (int i = 0; i < 32 * 32; ++i) a[i] = b[i] = 0x3f80; /* bf16 1.0 */
+    k_args args = {a, b, c};
+    printf("%d %g\\n", (int)k_launch(&args, 1, 0), (double)c[0]);
+    return 0;
+}
+""")
+    compiler = GCC if language == "c" else shutil.which("g++")
+    if compiler is None:
+        pytest.skip("g++ is not installed")
+    cmd = [compiler, "-x", language, "-Wall", "-Werror", "main.c", "-x", "none", "k.o", "-o", "m"]
+    built = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert built.returncode == 0, built.stderr
+    ran = subprocess.run(["./m"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    expected = "0 32" if nanotc.targets.get(None).amx else "2 0"
+    assert ran.stdout.split() == expected.split()
 
 
 def test_header_in_a_missing_directory_fails_before_anything_is_written(tmp_path: Path) -> None:
