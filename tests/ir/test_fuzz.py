@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nanotc
-from nanotc.diagnostics import CompileError
+from nanotc.diagnostics import CompileError, Source
 from nanotc.ir import instructions as ins
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import (
@@ -58,7 +58,7 @@ def check_text(text: str) -> None:
     except CompileError as e:
         assert e.diagnostics
         rendered = str(e)
-        line_count = len(text.split("\n"))
+        line_count = len(Source(text).lines())  # lines end at LF, CRLF or a lone CR
         for d in e.diagnostics:
             assert d.range is not None, d
             assert 1 <= d.range.begin.line <= d.range.end.line <= line_count, d
