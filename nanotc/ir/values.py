@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nanotc.diagnostics import SourceRange
-from nanotc.ir.types import INDEX, ScalarType, Type, numpy_dtype
+from nanotc.ir.conversions import convert_scalar, from_python
+from nanotc.ir.types import INDEX, ScalarType, Type
 
 if TYPE_CHECKING:
     from nanotc.ir.core import Instruction, Region
@@ -105,8 +106,11 @@ def literal_in(value: Value, t: ScalarType) -> int | float | None:
     sees it (an f64 beta of 1e-50 is 0 in f32); None for a value known only at run time."""
     if not isinstance(value, Constant) or value.value is None:
         return None
+    assert isinstance(value.type, ScalarType)
+    # as the cast rules convert it: an f64 1e10 saturates in i32, an i64 2^40 wraps
+    own = from_python(value.value, value.type)
     with np.errstate(all="ignore"):  # a NaN or an infinity converted to an integer type
-        converted: int | float = numpy_dtype(t).type(value.value).item()
+        converted: int | float = convert_scalar(own, value.type, t).item()
     return converted
 
 

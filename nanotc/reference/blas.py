@@ -12,7 +12,7 @@ op(X) is X^T for `.t` on a matrix and X otherwise (`.t` has no effect on vectors
 
 Arithmetic: the compute type is the output's element type, except that f16 and bf16 outputs
 compute in f32. The inputs, alpha and beta are converted to the compute type first (with the
-cast rules of `nanotc.reference.conversions`), the product term P is formed and the update
+cast rules of `nanotc.ir.conversions`), the product term P is formed and the update
 alpha * P + beta * out is computed in the compute type, and the result is converted (rounded,
 or wrapped for integers) to the output type when stored. Integer compute types are evaluated in
 int64, whose wrap-around agrees with the narrower type's modulo 2^bits. Floating-point sums may
@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from nanotc.ir.conversions import HALF_TYPES, convert
 from nanotc.ir.instructions import (
     Axpby,
     BlasInstruction,
@@ -49,7 +50,6 @@ from nanotc.ir.instructions import (
 )
 from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.ir.values import Value
-from nanotc.reference.conversions import HALF_TYPES, convert
 from nanotc.reference.errors import require
 from nanotc.reference.frame import Frame, HandlerTable
 

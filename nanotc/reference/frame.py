@@ -14,10 +14,10 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from nanotc.ir.conversions import from_python
 from nanotc.ir.core import Instruction
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant, Value
-from nanotc.reference.scalars import from_python
 
 
 class Constants:

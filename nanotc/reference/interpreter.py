@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from nanotc.ir.conversions import from_python
 from nanotc.ir.core import Function, Instruction, Program, Region
 from nanotc.ir.instructions import For, Foreach, If, Yield
 from nanotc.ir.types import GroupType, MemRefType, Type
@@ -36,7 +37,6 @@ from nanotc.reference import blas, replicated
 from nanotc.reference.errors import EvaluationError
 from nanotc.reference.frame import Constants, Frame, HandlerTable
 from nanotc.reference.memory import GroupArgument, argument_view
-from nanotc.reference.scalars import from_python
 from nanotc.runtime.arguments import BoundArgument, GroupView, MemrefView, bind_arguments
 
 

@@ -20,7 +20,7 @@ rem is C's fmod. f16 and bf16 operations are computed in f32 and the result is r
 type (nearest even). cmp on floats is ordered (false if an operand is NaN) except `.ne`, which
 is unordered (true if an operand is NaN).
 
-`cast` follows `nanotc.reference.conversions`.
+`cast` follows `nanotc.ir.conversions`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from nanotc.ir.conversions import HALF_TYPES, convert_scalar, wrap
 from nanotc.ir.instructions import BinaryOp, CmpCond, UnaryOp
 from nanotc.ir.types import ScalarType, numpy_dtype
-from nanotc.reference.conversions import HALF_TYPES, convert_scalar, wrap
-
-
-def from_python(value: int | float, t: ScalarType) -> np.generic:
-    """A Python number as a value of type `t`: integers wrap (so a literal may be written in
-    its unsigned reading, `255 : i8` is -1), floats are rounded once from double precision."""
-    if t.is_int:
-        return numpy_dtype(t).type(wrap(int(value), t))
-    return convert_scalar(float(value), ScalarType.F64, t)
 
 
 def cast(value: np.generic, src: ScalarType, dst: ScalarType) -> np.generic:

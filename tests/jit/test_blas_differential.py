@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 
-from .blas_cases import INSTRUCTIONS, LAYOUTS, STATIC_LAYOUTS, Case, declare, run_case
+from .blas_cases import INSTRUCTIONS, LAYOUTS, STATIC_LAYOUTS, Case, declare, depth_of, run_case
 from .helpers import SHAPES, TARGETS, check, compiled
 
 KINDS = tuple(INSTRUCTIONS)
@@ -204,6 +204,23 @@ def test_a_literal_beta_zero_in_the_compute_type_never_reads_the_output(
     case = Case(kind, trans, ("f32",) * n, "f64", ("packed",) * n, alpha=1.5, beta=1e-50,
                 static_shape=mnk)  # fmt: skip
     run_case(case, target, rng, [mnk])
+
+
+@pytest.mark.parametrize("kind", ["gemm", "axpby", "sum"])
+@pytest.mark.parametrize(
+    ("element", "scalar", "beta"),
+    [("i32", "f64", 1e10), ("i8", "f32", 300.0), ("i32", "i64", 2**40 + 3), ("i8", "i8", 255)],
+)
+def test_literal_beta_past_an_integer_compute_type_converts_as_a_cast(
+    kind: str, element: str, scalar: str, beta: float, rng
+) -> None:
+    """A literal beta that does not fit the integer compute type saturates (from a float) or
+    wraps (from an integer, `255 : i8` is -1) as a cast does; compiling it crashed."""
+    n = operands(kind)
+    case = Case(kind, transposes(kind)[0], (element,) * n, scalar, ("packed",) * n, alpha=1,
+                beta=beta, static_shape=(3, 2, 2))  # fmt: skip
+    args, _ = case.arguments((3, 2, 2), 1, 1, rng)  # the %beta argument is unused
+    check(case.text(), args, target="host", depth=depth_of(kind, 3, 2, 2))  # against the reference
 
 
 @pytest.mark.parametrize("kind", ["gemm", "gemv", "axpby", "sum"])

@@ -336,6 +336,20 @@ def test_f16_literal_beyond_half_range_rounds_to_infinity() -> None:
     assert out[()] == np.inf
 
 
+@pytest.mark.parametrize("literal", ["0x1.0100004p0", "16908289"])
+def test_bf16_literals_round_once(literal: str) -> None:
+    """1 + 2^-8 + 2^-30 is nearer 1 + 2^-7 than 1 in bf16, but rounding it to f32 first
+    (ml_dtypes does) makes it a tie that goes to 1; the reference rounds once, and native
+    code now folds literals with the same conversion. The same for 2^24 + 2^16 + 1."""
+    text = f"""func @k(%out: memref<bf16>) {{
+        %r = cast {literal} : bf16 -> bf16
+        store %r, %out[] : memref<bf16>
+    }}"""
+    outcome = run_both(text, [np.zeros((), DTYPES["bf16"])])
+    assert_same_bits(outcome.native[0], outcome.reference[0], literal)
+    assert float(outcome.native[0]) in (1.0078125, 2**24 + 2**17)
+
+
 # -- scalar launch arguments ----------------------------------------------------------------
 
 

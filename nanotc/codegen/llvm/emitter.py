@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from llvmlite import ir
 
 from nanotc.codegen.llvm.types import Dim, const, register_type
+from nanotc.ir.conversions import from_python
 from nanotc.ir.core import Function, Instruction, Region
-from nanotc.ir.types import ScalarType, numpy_dtype
+from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant, Value
 from nanotc.targets import Target
 
@@ -55,11 +55,11 @@ class KernelState:
 
 
 def representable(value: int | float, t: ScalarType) -> int | float:
-    """A literal rounded to its type (a float literal beyond f16's range is inf, as the
-    type's arithmetic would make it; integers are range-checked by the checker)."""
+    """A literal rounded to its type once, as the reference rounds it (a float literal beyond
+    f16's range is inf, as the type's arithmetic would make it; integers are range-checked by
+    the checker, and LLVM wraps their unsigned spellings)."""
     if t.is_float and t is not ScalarType.F64:
-        with np.errstate(over="ignore"):
-            return float(numpy_dtype(t).type(value))
+        return float(from_python(value, t))
     return value
 
 
