@@ -3,7 +3,8 @@
 The pattern (the BRGEMM of libxsmm and of the nanokernel paper):
 
     for %k = start, stop, step {
-        <views and scalar arithmetic only: load from a group, subview, expand, fuse, size, ...>
+        <views and scalar arithmetic only: load from a group, subview, expand, fuse, size, ...;
+         no load of C's memory, which must see each iteration's update>
         gemm.ta.tb %alpha, %a, %b, 1.0, %c      ; beta is 1, C and alpha from outside the loop
     }
 
@@ -40,7 +41,7 @@ from nanotc.ir.instructions import (
 )
 from nanotc.ir.tile import TileAmxBatchGemm, TileBatchGemm, TileYield
 from nanotc.ir.types import INDEX
-from nanotc.ir.values import Value, is_literal
+from nanotc.ir.values import OpResult, Value, is_literal
 from nanotc.lowering.choices import (
     BATCH,
     DEFAULT_OPTIONS,
@@ -98,7 +99,8 @@ def batch_reduce_gemm(inst: Instruction) -> Gemm | None:
         return None
     if not is_literal(last.beta, 1):
         return None
-    if not all(_computes_values_only(i, last.c) for i in prefix):
+    c_memory = _memory_root(last.c)
+    if not all(_computes_values_only(i, c_memory) for i in prefix):
         return None
     defined = {id(p) for p in inst.body.params} | {id(r) for i in prefix for r in i.results}
     if id(last.c) in defined or id(last.alpha) in defined:
@@ -106,11 +108,22 @@ def batch_reduce_gemm(inst: Instruction) -> Gemm | None:
     return last
 
 
-def _computes_values_only(inst: Instruction, c: Value) -> bool:
-    """No memory writes, no regions, and no reads of C (which the loop is updating)."""
+def _computes_values_only(inst: Instruction, c_memory: Value) -> bool:
+    """No memory writes, no regions, and no reads of C's memory through any view of the
+    parameter or alloca C is a view of: the loop updates C, and a later iteration's load
+    must see the update, which stays in registers. (Distinct parameters are taken not to
+    share memory, as for the operands of a gemm.)"""
     if isinstance(inst, Load):
-        return inst.source is not c
+        return _memory_root(inst.source) is not c_memory
     return isinstance(inst, _PURE)
+
+
+def _memory_root(view: Value) -> Value:
+    """The parameter or alloca `view` is a view of (through subviews, expands, fuses and loads
+    of group members)."""
+    while isinstance(view, OpResult) and isinstance(view.owner, Subview | Expand | Fuse | Load):
+        view = view.owner.source
+    return view
 
 
 def _batch_body(loop: For, g: Gemm) -> Region:

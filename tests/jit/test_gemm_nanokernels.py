@@ -283,6 +283,32 @@ def test_loops_that_are_not_batch_reduce(target: str, rng) -> None:
     np.testing.assert_allclose(log, logs, rtol=1e-12)
 
 
+@pytest.mark.parametrize("view", ["subview %c[:, :]", "fuse %c[0,1]"])
+def test_a_loop_that_reads_c_through_another_view_is_no_batch_reduce(view: str) -> None:
+    """Each iteration picks B's columns by a value it loads from C, through a view of C taken
+    before the loop: it must see the previous iteration's update, so C cannot stay in
+    registers across the loop."""
+    shape = "memref<f64x2x2>" if "subview" in view else "memref<f64x4>"
+    index = "[0, 0]" if "subview" in view else "[0]"
+    text = f"""func @k(%c: memref<f64x2x2>, %a: memref<f64x2x2>, %b: memref<f64x2x4>) {{
+        %cv = {view} : memref<f64x2x2>
+        for %k = 0, 2 {{
+            %v = load %cv{index} : {shape}
+            %i = cast %v : f64 -> index
+            %j = arith.rem %i, 2 : index
+            %o = arith.mul %j, 2 : index
+            %bk = subview %b[:, %o:2] : memref<f64x2x4>
+            gemm.n.n 1.0, %a, %bk, 1.0, %c
+                : f64, memref<f64x2x2>, memref<f64x2x2>, f64, memref<f64x2x2>
+        }}
+    }}"""
+    assert "tile.batch_gemm" not in print_program(compiled(text, "host").lowered)
+    c = np.zeros((2, 2), order="F")
+    b = np.asfortranarray([[1.0, 1, 2, 2], [1, 1, 2, 2]])
+    check(text, [c, np.asfortranarray(np.eye(2)), b], target="host", depth=4)
+    np.testing.assert_array_equal(c, 3.0)  # 0 picks the ones (C = 1), then 1 the twos
+
+
 # -- what the nanokernels are made of -----------------------------------------------------------
 
 
