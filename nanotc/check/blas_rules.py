@@ -91,8 +91,11 @@ def _axpby(inst: Instruction, ctx: CheckContext) -> None:
     a, b = op_shape(inst.a.type, inst.trans), inst.b.type.shape
     if len(a) != len(b):
         ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
-    else:
-        _shapes_match(inst, ctx, *zip(a, b))
+        return
+    _shapes_match(inst, ctx, *zip(a, b))
+    square = len(a) == 2 and (a[0] == a[1] or DYNAMIC in a)  # else: their shapes differ
+    if inst.trans is Transpose.T and square:  # element (i, j) is written from (j, i)
+        _output_not_operand(inst, ctx, "b", ("a",))
 
 
 @rule(Gemm)

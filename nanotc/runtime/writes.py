@@ -6,13 +6,14 @@ collective instruction writes; binding refuses read-only arrays for them (numpy'
 `writeable` flag: a view of a `bytes` object, `broadcast_to`'s result), which the kernel
 would otherwise write through.
 
-A gemm, gemv, ger or sum computes its output piece by piece while it still reads its
-operands, so an output overlapping an operand gives undefined results (docs/language.md).
-The checker rejects an output that is the very SSA value of an operand; views of distinct
-parameters can only be seen to share memory at launch. `disjoint_pairs` derives, once per
-kernel, which parameter each such output and operand is a view of; `share_memory` tests
-the arrays bound to a pair (`nanotc.runtime.arguments` raises the error), and launches that
-skip binding (`KnownLayouts`) test their byte ranges (`byte_range`), the cheap half of it.
+A gemm, gemv, ger, sum or transposing axpby computes its output piece by piece while it
+still reads its operands, so an output overlapping an operand gives undefined results
+(docs/language.md). The checker rejects an output that is the very SSA value of an operand;
+views of distinct parameters can only be seen to share memory at launch. `disjoint_pairs`
+derives, once per kernel, which parameter each such output and operand is a view of;
+`share_memory` tests the arrays bound to a pair (`nanotc.runtime.arguments` raises the
+error), and launches that skip binding (`KnownLayouts`) test their byte ranges
+(`byte_range`), the cheap half of it.
 
 Arrays count as overlapping when they share a byte (`numpy.shares_memory`): interleaved
 arrays whose elements never meet pass. Members of a group with a non-zero offset are tested
@@ -30,6 +31,7 @@ import numpy as np
 
 from nanotc.ir.core import Function, Instruction, walk
 from nanotc.ir.instructions import (
+    Axpby,
     BlasInstruction,
     Expand,
     Fuse,
@@ -40,7 +42,9 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
     Sum,
+    Transpose,
 )
+from nanotc.ir.types import MemRefType
 from nanotc.ir.values import OpResult, Value
 
 _READS_WHILE_WRITING = (Gemm, Gemv, Ger, Sum)
@@ -76,12 +80,12 @@ def written_parameters(func: Function) -> dict[int, str]:
 
 
 def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
-    """One pair per (output, operand) parameters of the kernel's gemm, gemv, ger and sum
+    """One pair per (output, operand) parameters of the kernel's gemm, gemv, ger, sum and axpby.t
     instructions, where those are views of two distinct parameters."""
     params = {id(p): i for i, p in enumerate(func.arguments)}
     pairs: dict[tuple[int, int], DisjointPair] = {}
     for inst in walk(func.body):
-        if not isinstance(inst, _READS_WHILE_WRITING):
+        if not (isinstance(inst, _READS_WHILE_WRITING) or _transposing_axpby(inst)):
             continue
         output = _parameter_of(inst.output(), params)
         if output is None:
@@ -92,6 +96,17 @@ def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
             if operand is not None and operand != output:
                 pairs.setdefault((output, operand), DisjointPair(output, operand, where))
     return tuple(pairs.values())
+
+
+def _transposing_axpby(inst: Instruction) -> bool:
+    """`axpby.t` of a matrix writes element (i, j) from (j, i), which it may already have
+    written: its output and operand must not share memory either."""
+    return (
+        isinstance(inst, Axpby)
+        and inst.trans is Transpose.T
+        and isinstance(inst.a.type, MemRefType)
+        and inst.a.type.order == 2
+    )
 
 
 def _where(inst: Instruction) -> str:

@@ -372,7 +372,8 @@ class RegionGen:
             self.b.add(ins.Hadamard, a=a, b=b, c=self.tensor((size,)), **common)
         elif kind == "axpby":
             a = self.tensor((None,) * self.gen.int_between(1, 2))
-            b = self.tensor(_op(a.type.shape, trans[0]))
+            transposing = trans[0] is ins.Transpose.T and a.type.order == 2
+            b = self.tensor(_op(a.type.shape, trans[0]), avoid=(a,) if transposing else ())
             self.b.add(ins.Axpby, trans=trans[0], a=a, b=b, **common)
         else:
             a = self.tensor((None,) * self.gen.int_between(1, 2))

@@ -247,6 +247,17 @@ def test_an_element_wise_instruction_may_read_what_it_writes() -> None:
     np.testing.assert_array_equal(a, 5.0)
 
 
+def test_a_transposing_axpby_may_not_read_what_it_writes() -> None:
+    """axpby.t writes element (i, j) from (j, i), which it may have written already: a matrix
+    shared by its operand and output is refused at launch, as the checker refuses one value."""
+    text = AXPBY.replace("axpby.n", "axpby.t").replace("f32x8", "f32x8x8")
+    shared = matrix()
+    refused(text, [shared, shared[:, :]], "b", "a")
+    a, b = np.asfortranarray(np.arange(64, dtype=np.float32).reshape(8, 8)), matrix(value=0)
+    compiled(text)["axpby"](a, b, group_size=1)
+    np.testing.assert_array_equal(b, 2 * a.T)  # beta 3 times b's zeros
+
+
 def test_pairs_follow_views_to_their_parameters() -> None:
     """Views through group loads, subviews, expand and fuse lead back to parameters; views
     of one parameter, and outputs that are not parameters' views, make no pair."""
