@@ -66,8 +66,8 @@ from nanotc.targets import Target
 
 def in_place_path(g: Gemm, target: Target) -> str | None:
     """K_BLOCKS, PANELS or None (pack) for a gemm the blocked path would take: K blocks when
-    the A block of one K block fits half of L2 (with the model's tile), else row panels when
-    B does."""
+    the A block of one K block fits half of L2 (with the model's tile) and B's columns fall
+    into different L1 sets (`b_columns_share_sets`), else row panels when B does."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None:
         return None
@@ -77,7 +77,8 @@ def in_place_path(g: Gemm, target: Target) -> str | None:
         return None
     half_l2 = target.l2_bytes // 2
     tile = choose(target, element, m, n, k, blocked_reserved(g))
-    if m * k_block_depth(target, tile, element.size, k) * element.size <= half_l2:
+    kc = k_block_depth(target, tile, element.size, k)
+    if m * kc * element.size <= half_l2 and not b_columns_share_sets(g, target):
         return K_BLOCKS
     if k * n * element.size <= half_l2:
         return PANELS
@@ -98,6 +99,18 @@ def in_place_tile(
     tile = register_tile_for(options, sig, target, element, (m, n, k), reserved, model)
     depth = panel_depth if path == PANELS else k_block_depth
     return tile, depth(target, tile, element.size, k)
+
+
+def b_columns_share_sets(g: Gemm, target: Target) -> bool:
+    """Whether op(B)'s columns lie a whole number of L1 ways apart (4 KiB on Zen 4: 1024
+    floats), so that every column of a B panel read in place falls into the same L1 sets. The
+    K-blocks path then runs slower than packing whatever its tile: 196x256x1024 and
+    196x512x1024 ran 1.10-1.13x and 1.23-1.30x faster packed (K blocks of 2 x 4 to 6 x 4
+    tiles no better than 2 x 14), where columns 1028, 1032, 1040 or 2304 floats apart ran
+    1.07-1.18x faster in K blocks (in-process, one thread, docs/benchmarks.md)."""
+    col_stride = g.b.type.stride[0 if g.trans_b is Transpose.T else 1]
+    way = target.l1_bytes // target.l1_ways
+    return isinstance(col_stride, int) and col_stride * g.b.type.element.size % way == 0
 
 
 def k_block_depth(target: Target, tile: RegisterTile, size: int, k: int) -> int:

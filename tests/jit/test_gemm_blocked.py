@@ -135,7 +135,8 @@ def path_of(tiled: str, m: int) -> str:
         ("n", (128, 64, 256), "direct"),  # A and B in L2: packing costs more than it saves
         ("n", (196, 1024, 512), "direct"),  # A in L2, each B panel in L1
         ("n", (49, 512, 4608), "direct"),  # A in L2, two rows of tiles read each B panel
-        ("n", (196, 256, 1024), "kblocks"),  # B panels beyond L1, reread by 7 rows of tiles
+        ("n", (196, 256, 1000), "kblocks"),  # B panels beyond L1, reread by 7 rows of tiles
+        ("n", (196, 256, 1024), "panels"),  # as above, but B's columns in the same L1 sets
         ("n", (1200, 20, 1200), "panels"),  # A overflows L2, B fits
         ("n", (1200, 600, 1200), "blocked"),  # A and B overflow L2
         ("t", (49, 512, 4608), "blocked"),  # A^T gathered: A and B together overflow L2

@@ -6,6 +6,8 @@ whatever the arrays' offsets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,9 @@ from nanotc.ir.builder import FunctionBuilder
 from nanotc.ir.core import Program
 from nanotc.ir.tile import TileLineLead
 from nanotc.ir.types import DYNAMIC, INDEX, MemRefType, ScalarType
-from nanotc.lowering.gemm_in_place import k_block_depth, panel_depth
+from nanotc.ir.core import walk
+from nanotc.ir.instructions import Gemm
+from nanotc.lowering.gemm_in_place import b_columns_share_sets, k_block_depth, panel_depth
 from nanotc.lowering.register_tile import (
     RegisterTile,
     a_vector_cycles,
@@ -88,7 +92,8 @@ def test_beta_zero_never_reads_c(path: str, rng) -> None:
     [
         ("n", (3136, 64, 576), "panels"),  # W3: A 7 MiB, B 144 KiB
         ("n", (784, 256, 512), "panels"),  # B 512 KiB: half of L2 is 1 MiB
-        ("n", (196, 512, 1024), "kblocks"),  # W3: A 784 KiB, B 2 MiB
+        ("n", (196, 512, 1000), "kblocks"),  # A 784 KiB, B 2 MiB
+        ("n", (196, 512, 1024), "blocked"),  # W3: as above, but B's columns 4 KiB apart
         ("n", (196, 256, 2304), "kblocks"),  # W3: A 1.7 MiB, but its K blocks within L2
         ("n", (784, 512, 1024), "blocked"),  # A 3 MiB, B 2 MiB
         ("t", (3136, 64, 576), "blocked"),  # op(A)'s rows are not adjacent: packed blocks
@@ -130,6 +135,21 @@ def test_k_blocks_keep_the_b_panel_within_l1() -> None:
     kc = k_block_depth(target, tile, 4, k)
     assert kc < k and tile.nr * kc * 4 <= target.l1_bytes and f"= 0, {k}, {kc} {{" in tiled
     assert k_block_depth(target, tile, 4, 700) == 700
+
+
+@pytest.mark.parametrize(
+    ("k", "tb", "shared"),
+    [(1024, "n", True), (2048, "n", True), (1028, "n", False), (2304, "n", False),
+     (1024, "t", False)],
+    ids=str,
+)
+def test_b_columns_share_sets_when_a_whole_way_apart(k: int, tb: str, shared: bool) -> None:
+    """On an L1 of 8 ways of 4 KiB: columns of B k floats apart (a transposed B of N = 256
+    rows has its columns one float apart)."""
+    target = replace(get("avx512"), l1_bytes=32 * 1024, l1_ways=8)
+    text = gemm_text("f32", "n", tb, shapes_of("n", tb, 196, 256, k))
+    gemm = next(i for i in walk(nanotc.load(text).function("k").body) if isinstance(i, Gemm))
+    assert b_columns_share_sets(gemm, target) is shared
 
 
 def test_k_within_one_row_panel_block_stays_whole() -> None:

@@ -95,7 +95,7 @@ def test_blocking_override_sets_the_block_loops() -> None:
 
 
 @pytest.mark.parametrize(
-    ("shape", "path"), [((3136, 64, 576), PANELS), ((96, 512, 1024), K_BLOCKS)], ids=str
+    ("shape", "path"), [((3136, 64, 576), PANELS), ((96, 512, 1000), K_BLOCKS)], ids=str
 )
 def test_in_place_site_and_its_tile_override(shape: tuple[int, int, int], path: str) -> None:
     """A tall A with a small B takes row panels, a small A with a large B K blocks: each is
