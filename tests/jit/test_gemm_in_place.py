@@ -13,11 +13,10 @@ import pytest
 
 import nanotc
 from nanotc.ir.builder import FunctionBuilder
-from nanotc.ir.core import Program
+from nanotc.ir.core import Program, walk
+from nanotc.ir.instructions import Gemm
 from nanotc.ir.tile import TileLineLead
 from nanotc.ir.types import DYNAMIC, INDEX, MemRefType, ScalarType
-from nanotc.ir.core import walk
-from nanotc.ir.instructions import Gemm
 from nanotc.lowering.gemm_in_place import b_columns_share_sets, k_block_depth, panel_depth
 from nanotc.lowering.register_tile import (
     RegisterTile,
@@ -139,8 +138,13 @@ def test_k_blocks_keep_the_b_panel_within_l1() -> None:
 
 @pytest.mark.parametrize(
     ("k", "tb", "shared"),
-    [(1024, "n", True), (2048, "n", True), (1028, "n", False), (2304, "n", False),
-     (1024, "t", False)],
+    [
+        (1024, "n", True),
+        (2048, "n", True),
+        (1028, "n", False),
+        (2304, "n", False),
+        (1024, "t", False),
+    ],
     ids=str,
 )
 def test_b_columns_share_sets_when_a_whole_way_apart(k: int, tb: str, shared: bool) -> None:
