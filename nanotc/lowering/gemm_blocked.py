@@ -19,7 +19,7 @@ packs widen to C's type and the nanokernels use FMAs.
 
 Where op(B) runs along K in memory in the element the tiles read (C's type, or bf16 pairs,
 each K pair one 32-bit word), the tiles broadcast from B itself and B is not packed
-(`reads_b_in_place`: tiles at most half an L1 set's ways wide).
+(`reads_b_in_place`: tiles at most three quarters of an L1 set's ways wide).
 
 Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
 most half of L1 (and, where K takes several blocks, the B panel and one A panel fit L1
@@ -252,11 +252,16 @@ def in_place_width(g: Gemm, target: Target) -> int:
 
 
 def in_place_columns(target: Target) -> int:
-    """How many of B's columns a tile reading B in place may take: half the ways of an L1
-    set. Columns whose stride is a multiple of 4 KiB (a leading dimension of 2048 bf16)
-    fall into the same sets, and A's panels stream through those sets too: 13 columns at
-    that stride ran 0.94x of the packed B on two threads, 6 columns 1.05x."""
-    return max(1, target.l1_ways // 2)
+    """How many of B's columns a tile reading B in place may take: three quarters of the ways
+    of an L1 set, the rest left to the lines of A's panels and C's tiles streaming through
+    the same sets. Columns whose stride is a multiple of 4 KiB (a leading dimension of 2048
+    bf16) fall into the same sets: on AVX-512 with 12 ways, 13 columns at that stride ran
+    0.94x of the packed B on two threads, 6 columns 1.05x. On Zen 4's 8 ways, half of them
+    (4 columns: tiles of 6 x 4 whose A vectors stream from L2 at 16 bytes per FMA) ran
+    0.89x-0.95x of 6 columns (4 x 6): bf16 512x1024x1024 1.13x, f32 1024^3 1.05x, f64
+    1024^3 and 2048^3 1.03-1.05x with 6 columns; 6 columns also ran 1.01x of the packed B at
+    bf16 512x1024x1024 (docs/benchmarks.md)."""
+    return max(1, target.l1_ways * 3 // 4)
 
 
 def blocked_tile_model(g: Gemm, target: Target) -> TileModel:
