@@ -183,23 +183,37 @@ def ranked(
     batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
     ones no slower; where A comes from L2 and the gemm stays there, such a tile is charged
     half the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
-    MIN_COLUMNS_FOR_HEIGHT: its A vectors feed too few FMAs (f64 56x9x9: 56 x 3 ran 0.9x of
-    40 x 5). Equal column tiles leave no narrow remainder kernel, which on a small gemm's
-    short K loop runs its few accumulators at the FMA latency bound: W2's cache-resident 32^3
-    (f32 32 x 8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran
-    1.05-1.1x faster."""
+    MIN_COLUMNS_FOR_HEIGHT where a tall tile that wide fits the registers: its A vectors feed
+    too few FMAs (f32 56x9x9 on Zen 4: 64 x 3 ran 0.95x of 64 x 6 from memory). Where none
+    fits, one column fewer (f64 56x9x9: 56 x 3 ran 1.03-1.15x faster than 40 x 5 on Zen 4,
+    from L2 and from memory, though 0.9x on an earlier machine with two FMA units; f64 64^3's
+    64 x 2 ran 0.98x of 16 x 14). Equal column tiles leave no narrow remainder kernel, which
+    on a small gemm's short K loop runs its few accumulators at the FMA latency bound: W2's
+    cache-resident 32^3 (f32 32 x 8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against
+    16 x 12 + 16 x 4) ran 1.05-1.1x faster."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved)
     small = small_gemm(target, element, m, n, k)
     resident = l2_resident(target, element, m, n, k)
 
+    tall_columns = _tall_tile_columns(options, m)
+
     def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
-        as_tall = m is not None and t.mr >= m and t.nr >= MIN_COLUMNS_FOR_HEIGHT
+        as_tall = m is not None and t.mr >= m and t.nr >= tall_columns
         even = small and n is not None and _splits_evenly(n, t.nr)
         a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
         return estimate(t, m, n, k, a_cycles), not as_tall, not even, -t.mv * t.nr
 
     return sorted(options, key=key)
+
+
+def _tall_tile_columns(options: list[RegisterTile], m: int | None) -> int:
+    """The fewest columns of a tile that counts as tall: MIN_COLUMNS_FOR_HEIGHT where a tile
+    as tall as C that wide is among the options, else one fewer."""
+    widest = max((t.nr for t in options if m is not None and t.mr >= m), default=0)
+    return (
+        MIN_COLUMNS_FOR_HEIGHT if widest >= MIN_COLUMNS_FOR_HEIGHT else MIN_COLUMNS_FOR_HEIGHT - 1
+    )
 
 
 def small_gemm(
