@@ -9,7 +9,10 @@ small that one ahead would ask too late to cover the latency: as many members as
 eighth of L1 (f32 8^3: 8 ahead, 1.12-1.21x against 1 ahead; f64 8^3: 4, 1.01-1.07x; f32 16^3
 and 20x9x20: 2, 0.95-1.08x).
 
-Two ways, for operands (A, B and C of one member together) of at most a quarter of L2:
+Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 and
+more than the target leaves to its hardware prefetchers (`Target.unprefetched_member_bytes`:
+8 KiB on Zen 4, whose prefetchers follow a batch's sequential streams, and where prefetch
+instructions for such members cost 3-45%):
 
 - Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
   shapes and strides. Each `tile.gemm` on such views gets the next member's views
@@ -114,11 +117,12 @@ def first_line(elements_before: int, lines: int, c_elements: int) -> int:
 
 def _prefetched_up_front(g: Gemm, target: Target) -> bool:
     """Small gemms, not empty, on views of static size and unit row stride that `_streamed`
-    leaves."""
+    leaves, larger than the target leaves to its hardware prefetchers."""
     types = _operand_types(g)
     if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types) or _streamed(g, target):
         return False
-    return 0 < _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    size = _member_bytes(g)
+    return max(0, target.unprefetched_member_bytes) < size <= target.l1_bytes // SMALL_GEMM_L1_SHARE
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
@@ -132,7 +136,7 @@ def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
     )
     if not _group_views(g) or not static or any(t.element not in STREAMED_TYPES for t in types):
         return False
-    return _member_bytes(g) <= target.l2_bytes // L2_SHARE
+    return target.unprefetched_member_bytes < _member_bytes(g) <= target.l2_bytes // L2_SHARE
 
 
 def _prefetches(g: Gemm, target: Target) -> list[Instruction]:

@@ -22,6 +22,7 @@ from nanotc.api import Compilation
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
 from nanotc.runtime.arguments import Group, arrays_of
+from nanotc.targets import Target
 
 TARGETS = ("host", "avx2", "generic")
 """The targets every key differential test runs on (all three execute on this machine)."""
@@ -40,7 +41,7 @@ computed in f32 and may round either way after a different order of additions.""
 
 
 @cache
-def compiled(text: str, target: str = "host") -> Compilation:
+def compiled(text: str, target: str | Target = "host") -> Compilation:
     return nanotc.compile(text, target=target)
 
 

@@ -6,6 +6,7 @@ last group prefetches itself)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from nanotc.codegen.asm import hot_loops
 from nanotc.lowering.prefetch import first_line, lines_per_step
+from nanotc.targets import UNPREFETCHED_MEMBER_BYTES, get, host
 
 from .helpers import compiled
 
@@ -146,7 +148,7 @@ def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | Non
     c = np.asfortranarray(rng.uniform(-1, 1, (rows, n, batch)).astype(dt))
     want = c.copy()
     want[:m] += np.einsum("mkb,knb->mnb", a[:m].astype(np.float64), b.astype(np.float64))
-    compilation = compiled(batched(ty, m, n, k, ld=ld))
+    compilation = compiled(batched(ty, m, n, k, ld=ld), "avx512")
     assert "next a %" in compilation.tiled()
     for threads in (1, 2):
         got = c.copy(order="F")
@@ -171,7 +173,7 @@ def test_views_in_nested_regions_get_next_views_where_they_dominate(rng) -> None
     gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {m}, {m}, {ty}, {m}
   }}
 }}"""
-    compilation = compiled(text)
+    compilation = compiled(text, "avx512")
     tiled = compilation.tiled()
     assert "next c %" in tiled and tiled.count("tile.min") == 1  # after A's view, reused inside
     batch = 5
@@ -200,7 +202,7 @@ def test_sibling_regions_compute_their_own_group_index_ahead(rng) -> None:
 {gemm.format(alpha="-1.0")}
   }}
 }}"""
-    compilation = compiled(text)
+    compilation = compiled(text, "avx512")
     assert compilation.tiled().count("tile.min") == 2
     batch = 5
     a, b, c = (
@@ -223,7 +225,7 @@ def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> Non
   %c = subview %C[:,:,%g] : memref<f32x8x8x?>
   gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x8x8,strided<1,?>>, memref<f32x8x8>, f32, memref<f32x8x8>
 }}"""
-    compilation = compiled(text)
+    compilation = compiled(text, "avx512")
     assert compilation.tiled().count("tile.prefetch") == 3
     batch = 5
     padded = np.asfortranarray(rng.uniform(-1, 1, (11, 8, batch)).astype(np.float32))
@@ -233,6 +235,41 @@ def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> Non
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
     compilation["k"](a, b, c, group_size=batch)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+ZEN4_LIKE = replace(get("avx512"), l1_bytes=32 * 1024, unprefetched_member_bytes=8 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("ty", "m", "inputs", "prefetched"),
+    [("f32", 16, "", False), ("f64", 16, "", False), ("f32", 8, "bf16", False),
+     ("f32", 32, "", True), ("f64", 32, "", True)],
+)  # fmt: skip
+def test_members_the_hardware_prefetches_are_left_to_it(
+    ty: str, m: int, inputs: str, prefetched: bool, rng
+) -> None:
+    """A target that leaves members of up to 8 KiB to its hardware prefetchers: neither
+    streamed (f32, f64) nor prefetched up front (bf16) up to that size, streamed beyond;
+    results unchanged."""
+    compilation = compiled(batched(ty, m, m, m, inputs=inputs), ZEN4_LIKE)
+    tiled = compilation.tiled()
+    assert ("next a %" in tiled or "tile.prefetch" in tiled) is prefetched
+    assert ("prefetchw" in compilation.assembly()) is prefetched  # the next member's C
+    dt, ab = (np.float32 if ty == "f32" else np.float64), (inputs or ty)
+    source = ml_dtypes.bfloat16 if ab == "bf16" else dt
+    a, b = (np.asfortranarray(rng.uniform(-1, 1, (m, m, 5)).astype(source)) for _ in "ab")
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, m, 5)).astype(dt))
+    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+    compilation["k"](a, b, c, group_size=5)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_host_leaves_to_its_prefetchers_what_its_cpu_is_measured_for() -> None:
+    import llvmlite.binding as llvm
+
+    expected = UNPREFETCHED_MEMBER_BYTES.get(llvm.get_host_cpu_name(), 0)
+    assert host().unprefetched_member_bytes == expected
+    assert UNPREFETCHED_MEMBER_BYTES["znver4"] == 8 * 1024
 
 
 @pytest.mark.parametrize("target", ["avx512", "avx2", "generic"])
