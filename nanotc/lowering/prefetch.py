@@ -9,10 +9,8 @@ small that one ahead would ask too late to cover the latency: as many members as
 eighth of L1 (f32 8^3: 8 ahead, 1.12-1.21x against 1 ahead; f64 8^3: 4, 1.01-1.07x; f32 16^3
 and 20x9x20: 2, 0.95-1.08x).
 
-Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 and
-more than the target leaves to its hardware prefetchers (`Target.unprefetched_member_bytes`:
-8 KiB on Zen 4, whose prefetchers follow a batch's sequential streams, and where prefetch
-instructions for such members cost 3-45%):
+Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 that
+the target's memory bandwidth does not bound (`left_to_hardware`):
 
 - Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
   shapes and strides. Each `tile.gemm` on such views gets the next member's views
@@ -39,7 +37,7 @@ from __future__ import annotations
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up, walk
-from nanotc.ir.instructions import BinaryOp, Gemm, Subview, is_group_id
+from nanotc.ir.instructions import BinaryOp, Gemm, Subview, Transpose, is_group_id
 from nanotc.ir.tile import TileGemm, TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import OpResult, Value
@@ -117,12 +115,32 @@ def first_line(elements_before: int, lines: int, c_elements: int) -> int:
 
 def _prefetched_up_front(g: Gemm, target: Target) -> bool:
     """Small gemms, not empty, on views of static size and unit row stride that `_streamed`
-    leaves, larger than the target leaves to its hardware prefetchers."""
+    leaves."""
     types = _operand_types(g)
     if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types) or _streamed(g, target):
         return False
-    size = _member_bytes(g)
-    return max(0, target.unprefetched_member_bytes) < size <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    small = 0 < _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    return small and not left_to_hardware(g, target)
+
+
+def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
+    """A member (static shapes) that takes longer to come from memory, at the target's
+    measured bandwidth, than to compute at its peak: the hardware prefetchers stream the
+    batch's sequential A, B and C as fast as memory allows, and prefetch instructions only
+    get in their way. On Zen 4 (6.7 bytes a cycle), one thread, W2's memory-bound batches
+    ran 1.03-1.45x faster without them on every such member (f32 8^3 to 35x9x35, f64 8^3
+    to 35x9x35; f64 56x9x9 0.97-1.01x), and 0.47-0.89x on the members that compute longer
+    than they load (f32 and f64 32^3, 64^3), which keep them."""
+    if target.memory_bytes_per_cycle <= 0:
+        return False
+    m, n = g.c.type.shape[0], g.c.type.shape[1]
+    k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
+    compute = g.c.type.element
+    dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
+    flops_per_cycle = 2 * target.lanes(compute) * target.fma_per_cycle
+    flops_per_cycle *= target.bf16_dot_rate if dot else 1
+    memory_cycles = _member_bytes(g) / target.memory_bytes_per_cycle
+    return memory_cycles > 2 * m * n * k / flops_per_cycle
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
@@ -136,7 +154,8 @@ def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
     )
     if not _group_views(g) or not static or any(t.element not in STREAMED_TYPES for t in types):
         return False
-    return target.unprefetched_member_bytes < _member_bytes(g) <= target.l2_bytes // L2_SHARE
+    fits = _member_bytes(g) <= target.l2_bytes // L2_SHARE
+    return fits and not left_to_hardware(g, target)
 
 
 def _prefetches(g: Gemm, target: Target) -> list[Instruction]:

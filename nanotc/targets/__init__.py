@@ -38,10 +38,12 @@ class Target:
     l1_ways: int = 8  # its associativity: lines of one set
     l2_bytes: int = 1024 * 1024
     line_bytes: int = 64  # cache line
-    # batch members (A, B and C of one work-group's gemm) of at most this many bytes are not
-    # prefetched by software: the core's hardware prefetchers follow a batch's sequential
-    # streams on their own, and prefetch instructions only cost (`lowering.prefetch`)
-    unprefetched_member_bytes: int = 0
+    # full-width vector FMAs started per cycle (Zen 4 splits a 512-bit one over its two
+    # 256-bit units: 1)
+    fma_per_cycle: float = 2.0
+    # memory bandwidth of one core in bytes per cycle, where measured (else 0): batch members
+    # that would wait on it are left to the hardware prefetchers (`lowering.prefetch`)
+    memory_bytes_per_cycle: float = 0.0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -123,15 +125,16 @@ def host() -> Target:
         l1_bytes=_cache_size(1, 32 * 1024),
         l1_ways=_cache_ways(1, 8),
         l2_bytes=_cache_size(2, 1024 * 1024),
-        unprefetched_member_bytes=UNPREFETCHED_MEMBER_BYTES.get(llvm.get_host_cpu_name(), 0),
+        **(MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if avx512 else {}),
     )
 
 
-# Measured per CPU (LLVM's name): where W2's memory-bound batches ran faster with no software
-# prefetch of the next member. Zen 4, one thread, members of at most 8 KiB: f32 16^3 1.14x,
-# 56x9x9 1.21x, 35x9x35 1.37-1.45x, f64 16^3 1.35-1.43x, 20x9x20 1.19-1.28x, 8^3 1.03-1.11x;
-# larger members lost without it (f32 32^3 0.82-0.89x, f64 32^3 0.65x, 64^3 0.47-0.72x).
-UNPREFETCHED_MEMBER_BYTES = {"znver4": 8 * 1024}
+# Rates measured per CPU (LLVM's name) with AVX-512, where they differ from the defaults.
+# Zen 4: one 512-bit FMA a cycle (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), and 24 GB/s of
+# memory bandwidth for one core.
+MEASURED_RATES: dict[str, dict[str, float]] = {
+    "znver4": {"fma_per_cycle": 1.0, "memory_bytes_per_cycle": 6.7},
+}
 
 
 def _amx_permitted() -> bool:

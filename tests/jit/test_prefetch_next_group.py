@@ -14,7 +14,7 @@ import pytest
 
 from nanotc.codegen.asm import hot_loops
 from nanotc.lowering.prefetch import first_line, lines_per_step
-from nanotc.targets import UNPREFETCHED_MEMBER_BYTES, get, host
+from nanotc.targets import MEASURED_RATES, get, host
 
 from .helpers import compiled
 
@@ -237,7 +237,9 @@ def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> Non
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
-ZEN4_LIKE = replace(get("avx512"), l1_bytes=32 * 1024, unprefetched_member_bytes=8 * 1024)
+ZEN4_LIKE = replace(
+    get("avx512"), l1_bytes=32 * 1024, fma_per_cycle=1.0, memory_bytes_per_cycle=6.7
+)
 
 
 @pytest.mark.parametrize(
@@ -248,9 +250,10 @@ ZEN4_LIKE = replace(get("avx512"), l1_bytes=32 * 1024, unprefetched_member_bytes
 def test_members_the_hardware_prefetches_are_left_to_it(
     ty: str, m: int, inputs: str, prefetched: bool, rng
 ) -> None:
-    """A target that leaves members of up to 8 KiB to its hardware prefetchers: neither
-    streamed (f32, f64) nor prefetched up front (bf16) up to that size, streamed beyond;
-    results unchanged."""
+    """On a target whose memory bandwidth is known, members that take longer to load than
+    to compute at its peak are left to its hardware prefetchers: neither streamed (f32,
+    f64) nor prefetched up front (bf16); 32^3 computes longer and is streamed; results
+    unchanged."""
     compilation = compiled(batched(ty, m, m, m, inputs=inputs), ZEN4_LIKE)
     tiled = compilation.tiled()
     assert ("next a %" in tiled or "tile.prefetch" in tiled) is prefetched
@@ -264,12 +267,18 @@ def test_members_the_hardware_prefetches_are_left_to_it(
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
-def test_host_leaves_to_its_prefetchers_what_its_cpu_is_measured_for() -> None:
+def test_host_takes_the_rates_measured_for_its_cpu() -> None:
     import llvmlite.binding as llvm
 
-    expected = UNPREFETCHED_MEMBER_BYTES.get(llvm.get_host_cpu_name(), 0)
-    assert host().unprefetched_member_bytes == expected
-    assert UNPREFETCHED_MEMBER_BYTES["znver4"] == 8 * 1024
+    rates = MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if host().vector_bits == 512 else {}
+    assert host().fma_per_cycle == rates.get("fma_per_cycle", 2.0)
+    assert host().memory_bytes_per_cycle == rates.get("memory_bytes_per_cycle", 0.0)
+
+
+def test_every_member_is_prefetched_where_memory_bandwidth_is_unknown() -> None:
+    target = get("avx512")
+    assert target.memory_bytes_per_cycle == 0
+    assert "next a %" in compiled(batched("f32", 16, 16, 16), target).tiled()
 
 
 @pytest.mark.parametrize("target", ["avx512", "avx2", "generic"])
