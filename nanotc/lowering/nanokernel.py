@@ -23,6 +23,7 @@ from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, literal_in
+from nanotc.lowering.prefetch import left_to_hardware
 from nanotc.targets import Target
 
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
@@ -73,6 +74,7 @@ class GemmNanokernel:
     unpacked_pairs: int = 0  # dot: leading vector pairs whose A pairs come from in-lane unpacks
     long_k: bool = False  # K unknown or at least PREFETCH_C_K
     b_quads: bool = False  # dot: B's K pairs of even columns by 128-bit loads and shuffles
+    memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
 
     def kernel_row(self, vector: int, lane: int) -> int:
         """The tile row that lane `lane` of accumulator `vector` holds. An unpacked pair of
@@ -125,8 +127,10 @@ class GemmNanokernel:
     def prefetches_a(self) -> bool:
         """A K loop over a contiguous A prefetches A's rows A_PREFETCH_STEPS steps ahead:
         A comes from L2 in every K loop but the first tile's, in steps the hardware
-        prefetchers follow late (column strides cross pages)."""
-        return self.k_unroll is not None and self.a_access is Access.CONTIGUOUS
+        prefetchers follow late (column strides cross pages). Not in a gemm left to the
+        hardware prefetchers (`memory_bound`)."""
+        contiguous = self.a_access is Access.CONTIGUOUS
+        return self.k_unroll is not None and contiguous and not self.memory_bound
 
     @property
     def prefetches_c(self) -> bool:
@@ -293,6 +297,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
         b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k),
+        memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
     )
 
 

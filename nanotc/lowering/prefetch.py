@@ -130,8 +130,10 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
     get in their way. On Zen 4 (6.7 bytes a cycle), one thread, W2's memory-bound batches
     ran 1.03-1.45x faster without them on every such member (f32 8^3 to 35x9x35, f64 8^3
     to 35x9x35; f64 56x9x9 0.97-1.01x), and 0.47-0.89x on the members that compute longer
-    than they load (f32 and f64 32^3, 64^3), which keep them."""
-    if target.memory_bytes_per_cycle <= 0:
+    than they load (f32 and f64 32^3, 64^3), which keep them. The same holds for the K loop's
+    prefetch of A's later columns (`GemmNanokernel.prefetches_a`): f64 16^3, 20x9x20 and
+    35x9x35 ran 1.04-1.25x faster without it."""
+    if target.memory_bytes_per_cycle <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]

@@ -252,12 +252,13 @@ def test_members_the_hardware_prefetches_are_left_to_it(
 ) -> None:
     """On a target whose memory bandwidth is known, members that take longer to load than
     to compute at its peak are left to its hardware prefetchers: neither streamed (f32,
-    f64) nor prefetched up front (bf16); 32^3 computes longer and is streamed; results
-    unchanged."""
+    f64) nor prefetched up front (bf16), and their K loops prefetch no later columns of A;
+    32^3 computes longer and is streamed; results unchanged."""
     compilation = compiled(batched(ty, m, m, m, inputs=inputs), ZEN4_LIKE)
     tiled = compilation.tiled()
     assert ("next a %" in tiled or "tile.prefetch" in tiled) is prefetched
-    assert ("prefetchw" in compilation.assembly()) is prefetched  # the next member's C
+    # nor A's later columns in the K loop
+    assert ("prefetch" in compilation.assembly()) is prefetched
     dt, ab = (np.float32 if ty == "f32" else np.float64), (inputs or ty)
     source = ml_dtypes.bfloat16 if ab == "bf16" else dt
     a, b = (np.asfortranarray(rng.uniform(-1, 1, (m, m, 5)).astype(source)) for _ in "ab")
