@@ -60,10 +60,14 @@ from nanotc.targets import Target
 
 B_BLOCK_BYTES = 4 * 1024 * 1024
 MAX_KC = 512  # nanokernel steps of a K block
-ONE_BLOCK_OF_N = 1.25  # how far past a B block's columns a static N stays one block
+ONE_BLOCK_OF_N = 1.25  # how far past a B block's columns a block of a static N may reach
 B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
 L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
+# B's panel read in place where each K block is a pass over a C beyond L2: deeper blocks make
+# fewer passes (Zen 4, f64 1024^3 and 2048^3: 512 deep 1.03-1.05x over 296, one and two
+# threads)
+DEEP_L1_SHARE = 3 / 4
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
@@ -98,24 +102,32 @@ def blocking(
     past a B panel that keeps most of L1 (512x1024x1024: kc 1024 ran 1.06x faster than 512;
     512x2048x2048: 1.06x).
 
-    A static N at most a quarter beyond one B block is one block: a block of its last few
-    columns would pack all of A again for them (bf16 512x2048x2048 in 2041 + 7 columns)."""
+    A static N splits into equal B blocks, each at most a quarter beyond the cache's: a block
+    of its last few columns would pack all of A again for them (bf16 512x2048x2048 in 2041 +
+    7 columns; f64 2048^3 in 1020 + 1020 + 8 ran 0.97x of 1026 + 1022)."""
     size = element.size
     pairs = element is ScalarType.BF16
     deepest = 2 * MAX_KC if pairs else MAX_KC
-    budget = target.l1_bytes * (L1_SHARE_OF_PANELS if pairs else 0.5)
-    kc = max(64, min(deepest, int(budget) // (tile.nr * size)) // 8 * 8)
+    passes_over_memory = b_in_place and _c_exceeds_l2(target, m, n, size)
+    share = L1_SHARE_OF_PANELS if pairs else DEEP_L1_SHARE if passes_over_memory else 0.5
+    kc = max(64, min(deepest, int(target.l1_bytes * share) // (tile.nr * size)) // 8 * 8)
     if k is not None and k > kc:
         panels = int(target.l1_bytes * L1_SHARE_OF_PANELS) // ((tile.mr + tile.nr) * size)
-        if pairs or (b_in_place and _c_exceeds_l2(target, m, n, size)):
+        if pairs or passes_over_memory:
             panels = kc
         blocks = -(-k // max(64, min(kc, panels)))
         kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
-    if n is not None and nc < n <= nc * ONE_BLOCK_OF_N:
-        nc = -(-n // tile.nr) * tile.nr
+    if n is not None and nc < n:
+        blocks = -(-n // int(nc * ONE_BLOCK_OF_N))
+        nc = _whole_tiles(-(-n // blocks), tile.nr)
     return Blocking(mc, kc, nc)
+
+
+def _whole_tiles(columns: int, nr: int) -> int:
+    """`columns` rounded up to whole register tiles."""
+    return -(-columns // nr) * nr
 
 
 def _c_exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool:

@@ -232,15 +232,30 @@ def test_bf16_pairs_take_k_blocks_twice_as_deep() -> None:
     assert pairs.mc * pairs.kc * 2 <= avx512.l2_bytes // 2
 
 
-def test_a_static_n_just_past_one_b_block_stays_one_block() -> None:
+def test_a_static_n_splits_into_equal_b_blocks() -> None:
     """bf16 N = 2048 overflows a 4 MiB B block of kc = 1024 by a few columns: one block of
     2054 (a multiple of nr = 13), not 2041 + 7 that would pack all of A again for 7 columns;
-    an N well past the block still splits."""
+    an N well past the block splits into equal blocks, each at most a quarter past it."""
     avx512, tile = get("avx512"), RegisterTile(2, 13, 16)
     dynamic = blocking(avx512, ScalarType.BF16, tile, 2048).nc
     assert dynamic < 2048
     assert blocking(avx512, ScalarType.BF16, tile, 2048, 2048).nc == 2054
-    assert blocking(avx512, ScalarType.BF16, tile, 2048, 4096).nc == dynamic
+    assert blocking(avx512, ScalarType.BF16, tile, 2048, 4096).nc == 2054  # 2 x 2048
+    for n in (2 * dynamic + 700, 3 * dynamic + 100):
+        nc = blocking(avx512, ScalarType.BF16, tile, 2048, n).nc
+        blocks = -(-n // nc)
+        assert nc <= dynamic * 1.25 and n - (blocks - 1) * nc > nc - tile.nr * blocks
+
+
+def test_f64_k_blocks_fill_three_quarters_of_l1_where_c_exceeds_l2() -> None:
+    """On Zen 4's L1 (32 KiB), f64 tiles of 6 columns reading B in place over a C past L2:
+    K blocks of 512 (the B panel three quarters of L1), the A block half of L2, and
+    2048 columns in two equal B blocks."""
+    zen4 = replace(get("avx512"), l1_bytes=32 * 1024, l1_ways=8, l2_bytes=1024 * 1024)
+    tile = RegisterTile(4, 6, 8)
+    blocks = blocking(zen4, ScalarType.F64, tile, 2048, 2048, m=2048, b_in_place=True)
+    assert (blocks.mc, blocks.kc, blocks.nc) == (128, 512, 1026)
+    assert blocking(zen4, ScalarType.F64, tile, 2048, 2048, m=2048).kc < 512  # packed B
 
 
 @pytest.mark.parametrize("shapes", [("611x467", "467x601", "611x601"), ("?x?",) * 3], ids=str)
