@@ -116,18 +116,18 @@ def blocking(
         if pairs or passes_over_memory:
             panels = kc
         blocks = -(-k // max(64, min(kc, panels)))
-        kc = (-(-k // blocks) + 7) // 8 * 8  # k / blocks, rounded up to a multiple of 8
+        kc = _round_up(-(-k // blocks), 8)
     mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
     if n is not None and nc < n:
         blocks = -(-n // int(nc * ONE_BLOCK_OF_N))
-        nc = _whole_tiles(-(-n // blocks), tile.nr)
+        nc = _round_up(-(-n // blocks), tile.nr)
     return Blocking(mc, kc, nc)
 
 
-def _whole_tiles(columns: int, nr: int) -> int:
-    """`columns` rounded up to whole register tiles."""
-    return -(-columns // nr) * nr
+def _round_up(extent: int, multiple: int) -> int:
+    """`extent` rounded up to a whole number of `multiple` (register tiles)."""
+    return -(-extent // multiple) * multiple
 
 
 def _c_exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool:
@@ -328,7 +328,7 @@ def _capacity(extent: int | None, block: int, multiple: int) -> int:
     """Rows (or columns) a packing buffer must hold: one block, or less for a small C."""
     if extent is None:
         return block
-    return min(block, -(-extent // multiple) * multiple)
+    return min(block, _round_up(extent, multiple))
 
 
 class _Panels:

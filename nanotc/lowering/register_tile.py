@@ -195,7 +195,6 @@ def ranked(
     options = candidates(target, element, m, reserved)
     small = small_gemm(target, element, m, n, k)
     resident = l2_resident(target, element, m, n, k)
-
     tall_columns = _tall_tile_columns(options, m)
 
     def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
@@ -211,9 +210,8 @@ def _tall_tile_columns(options: list[RegisterTile], m: int | None) -> int:
     """The fewest columns of a tile that counts as tall: MIN_COLUMNS_FOR_HEIGHT where a tile
     as tall as C that wide is among the options, else one fewer."""
     widest = max((t.nr for t in options if m is not None and t.mr >= m), default=0)
-    return (
-        MIN_COLUMNS_FOR_HEIGHT if widest >= MIN_COLUMNS_FOR_HEIGHT else MIN_COLUMNS_FOR_HEIGHT - 1
-    )
+    fewest = MIN_COLUMNS_FOR_HEIGHT
+    return fewest if widest >= fewest else fewest - 1
 
 
 def small_gemm(
