@@ -75,6 +75,13 @@ class GemmNanokernel:
     long_k: bool = False  # K unknown or at least PREFETCH_C_K
     b_quads: bool = False  # dot: B's K pairs of even columns by 128-bit loads and shuffles
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
+    narrow_compute: bool = False  # a narrowed last vector computes at its own width too
+
+    def compute_lanes(self, vector: int) -> int:
+        """Lanes one vector of a tile column computes in: a narrowed last vector computes at
+        full width (one broadcast of B serves all vectors), except where the target's FMA
+        units are narrower than its vectors (`narrow_compute`)."""
+        return self.vector_lanes(vector) if self.narrow_compute else self.lanes
 
     def kernel_row(self, vector: int, lane: int) -> int:
         """The tile row that lane `lane` of accumulator `vector` holds. An unpacked pair of
@@ -156,9 +163,10 @@ class GemmNanokernel:
     def listing(self) -> str:
         L, mv, nr = self.lanes, self.vectors, self.columns
         rows = f"{mv}x{L}" if self.tail_lanes is None else f"{mv - 1}x{L}+{self.tail_lanes}"
+        narrow = f" (the last in {self.tail_lanes})" if self.narrow_compute else ""
         lines = [
             f"nanokernel {self.compute} on {self.target}: {rows} rows x {nr} columns, "
-            f"{mv * nr} accumulators, fma={'fused' if self.fused else 'mul+add'}",
+            f"{mv * nr} accumulators{narrow}, fma={'fused' if self.fused else 'mul+add'}",
             f"  acc[0..{mv - 1}][0..{nr - 1}] := " + ("C[tile]" if self.accumulates_on_c else "0"),
         ]
         if self.unpacked_pairs:
@@ -275,7 +283,12 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     unroll = k_unroll(inst, a_type, k, rows is not None)
     plain = not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     # the dot path always loops over K pairs
-    tail = _tail_lanes(rows, vectors, lanes, compute) if plain and (unroll or dot) else None
+    narrow_compute = target.narrow_fma_pays
+    tail = (
+        _tail_lanes(rows, vectors, lanes, compute, narrow_compute)
+        if plain and (unroll or dot)
+        else None
+    )
     whole = vectors - (tail is not None)  # vectors of full width
     return GemmNanokernel(
         target=target.name,
@@ -298,6 +311,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
         b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k),
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
+        narrow_compute=narrow_compute and tail is not None,
     )
 
 
@@ -341,24 +355,27 @@ def unpacks_pay(k: int | None, columns: int) -> bool:
 
 
 def _tail_lanes(
-    rows: float | int | None, vectors: int, lanes: int, compute: ScalarType
+    rows: float | int | None, vectors: int, lanes: int, compute: ScalarType, narrow_compute: bool
 ) -> int | None:
     """Lanes of a narrower whole vector that the last vector of a tile of static rows can
     load and store instead of a masked one: 56 f32 rows on AVX-512 are three zmm and one
     ymm, 20 are one zmm and one xmm. No vector is then masked and the accumulators can start
-    from C (W2 f32 56x9x9: 1.06-1.07x). The vector still computes at full width: one
-    broadcast of B serves all. Only in a K loop: in straight-line code (K unrolled) LLVM
-    narrows the last vector's FMAs to the lanes stored, broadcasts B twice and spills. A
-    remainder that fills no narrower vector keeps its mask (with it, LLVM spilled the
-    accumulators of f32 35x9x35), as do tiles that gather A, scatter C or update C
-    atomically. bf16 dot tiles (always a K loop) narrow the same way: their last vector
-    interleaves its rows of two columns alone (bf16 20x9x20: 1.08-1.09x; 24x9x24, whose
-    two vectors would otherwise unpack together, 0.97-0.98x)."""
+    from C (W2 f32 56x9x9: 1.06-1.07x). The vector computes at full width (one broadcast
+    of B serves all) unless the target's FMA units are narrower than its vectors
+    (`narrow_compute`). Only in a K loop: in straight-line code (K unrolled) LLVM narrows
+    the last vector's FMAs to the lanes stored, broadcasts B twice and spills. Tiles that
+    gather A, scatter C or update C atomically keep a full-width mask, and so does a
+    remainder that fills no narrower vector (a narrower masked vector computed at full
+    width spilled the accumulators of f32 35x9x35), except where the narrow vector computes
+    narrow: there the masked narrower vector saves FMA time (f32 35x9x35 in L2 on Zen 4:
+    1.17-1.20x). bf16 dot tiles (always a K loop) narrow the same way: their last vector
+    interleaves its rows of two columns alone (bf16 20x9x20: 1.08-1.09x; 24x9x24, whose two
+    vectors would otherwise unpack together, 0.97-0.98x)."""
     if rows is None or vectors < 2:
         return None
     rest = int(rows) - (vectors - 1) * lanes
     narrow = narrowest_lanes(rest, compute, lanes) if rest > 0 else lanes
-    return narrow if rest == narrow < lanes else None
+    return narrow if (rest == narrow or narrow_compute) and narrow < lanes else None
 
 
 def narrowest_lanes(rows: int, compute: ScalarType, lanes: int) -> int:

@@ -41,6 +41,10 @@ class Target:
     # full-width vector FMAs started per cycle (Zen 4 splits a 512-bit one over its two
     # 256-bit units: 1)
     fma_per_cycle: float = 2.0
+    # width of the units that execute vector FMAs, where narrower than the vectors (else 0):
+    # there a narrower vector's FMA costs its share of one, so a tile's short last vector
+    # computes at its own width (Zen 4: 256, two per cycle)
+    fma_unit_bits: int = 0
     # memory bandwidth of one core in bytes per cycle, where measured (else 0): batch members
     # that would wait on it are left to the hardware prefetchers (`lowering.prefetch`)
     memory_bytes_per_cycle: float = 0.0
@@ -49,6 +53,11 @@ class Target:
     def bf16_gemm_by_dot(self) -> bool:
         """bf16 gemm tiles use vdpbf16ps (else they widen to f32 and use FMAs)."""
         return self.bf16_dot and self.bf16_dot_rate >= 1
+
+    @property
+    def narrow_fma_pays(self) -> bool:
+        """A vector narrower than the registers computes faster than a full one."""
+        return 0 < self.fma_unit_bits < self.vector_bits
 
     def lanes(self, t: ScalarType) -> int:
         """Elements of type t in one vector register."""
@@ -130,10 +139,10 @@ def host() -> Target:
 
 
 # Rates measured per CPU (LLVM's name) with AVX-512, where they differ from the defaults.
-# Zen 4: one 512-bit FMA a cycle (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), and 24 GB/s of
-# memory bandwidth for one core.
-MEASURED_RATES: dict[str, dict[str, float]] = {
-    "znver4": {"fma_per_cycle": 1.0, "memory_bytes_per_cycle": 6.7},
+# Zen 4: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits (bench/peak.py:
+# 117 GFLOP/s f32 at 3.6 GHz), and 24 GB/s of memory bandwidth for one core.
+MEASURED_RATES: dict[str, dict[str, float | int]] = {
+    "znver4": {"fma_per_cycle": 1.0, "fma_unit_bits": 256, "memory_bytes_per_cycle": 6.7},
 }
 
 

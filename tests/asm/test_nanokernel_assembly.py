@@ -4,6 +4,7 @@ and touch no stack (no spill), for representative gemm shapes on every built-in 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -123,6 +124,37 @@ def test_last_vector_narrower_and_whole(dt: str, m: int, tail: str, rows: str) -
         body = " ".join(loop.instructions)
         assert "{%k" not in body and loop.count("vadd") == 0
         assert f"%{tail}" in body
+
+
+SPLIT_FMA = replace(get("avx512"), name="avx512-split-fma", fma_unit_bits=256)
+
+
+@pytest.mark.parametrize(("dt", "m", "rows", "narrow"), [("f32", 35, "2x16+4", "xmm"),
+                                                         ("f32", 56, "3x16+8", "ymm"),
+                                                         ("f64", 20, "2x8+4", "ymm"),
+                                                         ("f64", 35, "4x8+4", "ymm"),
+                                                         ("bf16", 35, "2x16+4", "xmm")])  # fmt: skip
+def test_last_vector_computes_narrow_on_split_fma_units(
+    dt: str, m: int, rows: str, narrow: str
+) -> None:
+    """On AVX-512 run by 256-bit units (Zen 4), a tile's narrowed last vector (whole, or
+    three rows masked) multiplies in its own width: half or a quarter of a zmm FMA's time.
+    B's element is broadcast once, to a zmm whose low part the narrow FMA reads (no
+    broadcast from a register, a shuffle on an FMA port), and nothing spills."""
+    text = bf16_gemm(m, 9, 20) if dt == "bf16" else batched_gemm(dt, m, 9, 20)
+    op = "vdpbf16ps" if dt == "bf16" else "vfmadd"
+    compilation = nanotc.compile(text, target=SPLIT_FMA)
+    plans = compilation.nanokernels()
+    assert re.search(
+        rf"{re.escape(rows)} rows x \d+ columns, \d+ accumulators \(the last in", plans
+    )
+    loops = asm.hot_loops(compilation.assembly(), "k", op)
+    assert loops
+    for loop in loops:
+        products = [i for i in loop.instructions if i.startswith(op)]
+        assert any(f"%{narrow}" in i for i in products) and any("%zmm" in i for i in products)
+        assert not [i for i in loop.instructions if re.match(r"vp?broadcast\w*\s+%", i)]
+        assert loop.stack_accesses() == []
 
 
 @pytest.mark.parametrize("dt", ["f32", "f64"])

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from nanotc.targets import Target
+
 from .helpers import (
     DTYPES,
     INT_TYPES,
@@ -336,7 +338,11 @@ def scalar_values(case: Case) -> list[tuple[float, float]]:
 
 
 def run_case(
-    case: Case, target: str, rng: np.random.Generator, sizes: Sequence[tuple], num_threads: int = 1
+    case: Case,
+    target: str | Target,
+    rng: np.random.Generator,
+    sizes: Sequence[tuple],
+    num_threads: int = 1,
 ) -> None:
     """For each size (and each alpha/beta pair when they are arguments): native == reference
     (whole memory of every argument) and output == the numpy formula."""

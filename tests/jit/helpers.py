@@ -10,7 +10,7 @@ array), lists of arrays (groups), `Group`s, or scalars.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -22,10 +22,13 @@ from nanotc.api import Compilation
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
 from nanotc.runtime.arguments import Group, arrays_of
-from nanotc.targets import Target
+from nanotc.targets import Target, get
 
 TARGETS = ("host", "avx2", "generic")
 """The targets every key differential test runs on (all three execute on this machine)."""
+
+SPLIT_FMA = replace(get("avx512"), name="avx512-split-fma", fma_unit_bits=256)
+"""AVX-512 on 256-bit FMA units, as Zen 4: a tile's narrowed last vector computes narrow."""
 
 DTYPES = {t.value: numpy_dtype(t) for t in ScalarType}
 INT_TYPES = ("i8", "i16", "i32", "i64", "index")
@@ -172,7 +175,7 @@ def run_native(
     text: str,
     args: Sequence[Any],
     group_size: int = 1,
-    target: str = "host",
+    target: str | Target = "host",
     num_threads: int | None = 1,
     name: str | None = None,
 ) -> None:
@@ -188,7 +191,7 @@ def run_both(
     text: str,
     args: Sequence[Any],
     group_size: int = 1,
-    target: str = "host",
+    target: str | Target = "host",
     num_threads: int | None = 1,
     name: str | None = None,
 ) -> Outcome:
@@ -204,7 +207,7 @@ def check(
     text: str,
     args: Sequence[Any],
     group_size: int = 1,
-    target: str = "host",
+    target: str | Target = "host",
     num_threads: int | None = 1,
     depth: int = 1,
     name: str | None = None,

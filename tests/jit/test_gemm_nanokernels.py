@@ -15,11 +15,12 @@ import pytest
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.register_tile import choose, small_gemm
-from nanotc.targets import get
+from nanotc.targets import Target, get
 
 from .blas_cases import Case, run_case
 from .helpers import (
     SHAPES,
+    SPLIT_FMA,
     TARGETS,
     assert_match,
     check,
@@ -60,15 +61,21 @@ def test_static_shapes_around_the_register_tile(ty: str, target: str, rng) -> No
         run_case(case, target, rng, [mnk])
 
 
-def run_static_gemms(ty: str, target: str, rng, shapes: list[tuple[int, int, int]]) -> None:
-    """One static gemm per shape, cycling through the transposes and epilogue forms."""
+def static_gemm(ty: str, i: int, mnk: tuple[int, int, int]) -> Case:
+    """The i-th static gemm of a list, cycling through the transposes and epilogue forms."""
+    alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
+    return Case(
+        "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
+        alpha=alpha, beta=beta, static_shape=mnk,
+    )  # fmt: skip
+
+
+def run_static_gemms(
+    ty: str, target: str | Target, rng, shapes: list[tuple[int, int, int]]
+) -> None:
+    """One static gemm per shape (`static_gemm`)."""
     for i, mnk in enumerate(shapes):
-        alpha, beta = [(1.0, 1.0), (2.5, 0.0), (-0.5, 1.5)][i % 3]
-        case = Case(
-            "gemm", TRANSPOSES[i % 4], (ty,) * 3, ty, ("packed",) * 3,
-            alpha=alpha, beta=beta, static_shape=mnk,
-        )  # fmt: skip
-        run_case(case, target, rng, [mnk])
+        run_case(static_gemm(ty, i, mnk), target, rng, [mnk])
 
 
 @pytest.mark.parametrize("target", ["host", "avx2"])
@@ -95,6 +102,21 @@ def test_whole_narrower_last_vectors(ty: str, target: str, rng) -> None:
     run_static_gemms(
         ty, target, rng, [(m, (9, 4, 13)[i % 3], (9, 20, 33)[i % 3]) for i, m in enumerate(ms)]
     )
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_last_vectors_compute_narrow_on_split_fma_units(ty: str, rng) -> None:
+    """On AVX-512 executed by 256-bit units, a tile's narrowed last vector computes in its
+    own width: whole (a quarter or half vector) or masked (three rows in a 4-lane vector),
+    every transpose and epilogue form, K unrolled and looped."""
+    lanes = SPLIT_FMA.lanes(ScalarType(ty))
+    ms = [v * lanes + rest for v in (1, 2, 4) for rest in (3, lanes // 4, lanes // 2)]
+    shapes = [(m, (9, 4, 13)[i % 3], (9, 20, 35)[i % 3]) for i, m in enumerate(ms)]
+    for i, mnk in enumerate(shapes):
+        if mnk[2] > 16:  # a K loop (unrolled K keeps full-width vectors)
+            plans = compiled(static_gemm(ty, i, mnk).text(), SPLIT_FMA).nanokernels()
+            assert "accumulators (the last in" in plans, mnk
+    run_static_gemms(ty, SPLIT_FMA, rng, shapes)
 
 
 @pytest.mark.parametrize(

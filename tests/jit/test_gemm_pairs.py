@@ -11,7 +11,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from .helpers import compiled
+from nanotc.targets import Target
+
+from .helpers import SPLIT_FMA, compiled
 
 BF16 = ml_dtypes.bfloat16
 
@@ -105,13 +107,16 @@ def literal_gemm_text(m: int, n: int, k: int, alpha: float, beta: float) -> str:
     ((32, 5, 20), -2.0, 0.5),  # alpha and beta in the epilogue, after the permute back
     ((30, 4, 9), 1.0, 1.0),  # a pair of vectors masked at row 30; odd K
     ((56, 3, 11), 0.5, 0.0),  # a pair, a third vector alone, a narrowed fourth; beta 0
+    ((35, 9, 35), 1.0, 1.0),  # a pair and three rows: masked (narrowed on split units)
 ], ids=str)  # fmt: skip
+@pytest.mark.parametrize("target", ["avx512", SPLIT_FMA], ids=["avx512", "split-fma"])
 def test_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], alpha: float,
-                                         beta: float, rng) -> None:  # fmt: skip
+                                         beta: float, target: str | Target, rng) -> None:  # fmt: skip
     """Tiles that unpack A's K pairs within lanes (their accumulators' rows in the unpack's
-    order, permuted from C and back) give C = alpha A B + beta C to f32 roundoff."""
+    order, permuted from C and back) give C = alpha A B + beta C to f32 roundoff, also
+    where the last vector computes in its own narrower width (256-bit FMA units)."""
     m, n, k = shape
-    compilation = compiled(literal_gemm_text(m, n, k, alpha, beta), "avx512")
+    compilation = compiled(literal_gemm_text(m, n, k, alpha, beta), target)
     assert "vunpck(l,h)wd" in compilation.nanokernels()
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(BF16)
     b = np.asfortranarray(rng.uniform(-1, 1, (k, n))).astype(BF16)

@@ -97,10 +97,13 @@ class NanokernelEmitter:
         self.p = p
         self.inst = inst
         self.type = vec.vector_type(register_type(p.compute), p.lanes)
-        # what each vector of a tile column loads and stores: a narrowed last vector computes
-        # in full width (one broadcast of B serves all) but touches only its own rows
+        # what each vector of a tile column loads and stores (a narrowed last vector only its
+        # own rows), and what it computes in (`GemmNanokernel.compute_lanes`)
         self.narrow = [
             vec.vector_type(register_type(p.compute), p.vector_lanes(v)) for v in range(p.vectors)
+        ]
+        self.computed = [
+            vec.vector_type(register_type(p.compute), p.compute_lanes(v)) for v in range(p.vectors)
         ]
         self.row = e.dim(inst.row)
         self.col = e.dim(inst.col)
@@ -121,7 +124,7 @@ class NanokernelEmitter:
         """Zeros, or the tile of C itself when the kernel accumulates onto C."""
         p = self.p
         if not p.accumulates_on_c:
-            return [vec.zeros(self.type)] * (p.vectors * p.columns)
+            return [vec.zeros(self.computed[v]) for _ in range(p.columns) for v in range(p.vectors)]
         tile = [
             self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size)
             for j in range(p.columns)
@@ -187,9 +190,10 @@ class NanokernelEmitter:
                     element_ptr(b, base, bm.type.element, mul(b, k, bm.stride[b_k])),
                     bm.type.element,
                 )
-                bj = vec.splat(b, convert(b, scalar, bm.type.element, p.compute), p.lanes)
+                bj = self._broadcast(convert(b, scalar, bm.type.element, p.compute))
                 for v, av in enumerate(a_vectors):
-                    out[j * p.vectors + v] = vec.fma(b, av, bj, out[j * p.vectors + v], p.fused)
+                    index = j * p.vectors + v
+                    out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
             return out
 
         if p.k_unroll is None:
@@ -223,10 +227,10 @@ class NanokernelEmitter:
             a_vectors = pairs.a_pairs(k, second)
             out = list(acc)
             for j, base in enumerate(b_bases):
-                bj = vec.splat(b, pairs.b_pair(base, k, second), p.lanes)
+                bj = self._broadcast(pairs.b_pair(base, k, second))
                 for v, av in enumerate(a_vectors):
                     index = j * p.vectors + v
-                    out[index] = vec.bf16_dot(b, out[index], av, bj)
+                    out[index] = vec.bf16_dot(b, out[index], av, self._lanes_of(bj, v))
             return out
 
         def quad_step(k: ir.Value, acc: Accumulators) -> Accumulators:
@@ -236,7 +240,8 @@ class NanokernelEmitter:
             for j, base in enumerate(b_bases):
                 for t, bj in enumerate(pairs.b_quad(base, k, shuffled=j % 2 == 0)):
                     for v, av in enumerate(a_steps[t]):
-                        out[j * p.vectors + v] = vec.bf16_dot(b, out[j * p.vectors + v], av, bj)
+                        index = j * p.vectors + v
+                        out[index] = vec.bf16_dot(b, out[index], av, self._lanes_of(bj, v))
             return out
 
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
@@ -251,6 +256,17 @@ class NanokernelEmitter:
             return acc
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
         return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
+
+    def _lanes_of(self, x: ir.Value, v: int) -> ir.Value:
+        """A full-width operand (B's broadcast, alpha, beta) as vector v computes it."""
+        return vec.low_lanes(self.b, x, self.p.compute_lanes(v))
+
+    def _broadcast(self, scalar: ir.Value) -> ir.Value:
+        """B's element (or pair) in every lane. Where a narrow vector computes too, the
+        broadcast is opaque to LLVM, or it broadcasts to the narrow register from memory and
+        from there to the full one, a shuffle on an FMA port per column."""
+        full = vec.splat(self.b, scalar, self.p.lanes)
+        return opaque_value(self.b, full, "v") if self.p.narrow_compute else full
 
     def prefetch_c(self, c: MemrefValue) -> None:
         """Every line of the tile's columns of C, for writing (`GemmNanokernel.prefetches_c`)."""
@@ -359,7 +375,7 @@ class NanokernelEmitter:
         else:
             moved = b.gep(pointers[v], [as_value(b, offset)], source_etype=memory_type(element))
             loaded = vec.gather(b, t, moved, self.a_masks[v], element.size)
-        return vec.widen(b, vec.to_register(b, loaded, element, self.narrow[v]), p.lanes)
+        return vec.widen(b, vec.to_register(b, loaded, element, self.narrow[v]), p.compute_lanes(v))
 
     # -- the epilogue --------------------------------------------------------------------------
     def epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
@@ -369,7 +385,9 @@ class NanokernelEmitter:
             self._atomic_epilogue(acc, c)
             return
         alpha = None if p.alpha_is_one else vec.splat(b, self._alpha(), p.lanes)
-        scaled = acc if alpha is None else [b.fmul(x, alpha) for x in acc]
+        scaled = acc
+        if alpha is not None:
+            scaled = [b.fmul(x, self._lanes_of(alpha, i % p.vectors)) for i, x in enumerate(acc)]
         if p.accumulates_on_c:
             self._store_tile(scaled, c, Beta.ZERO)  # the sum already holds C
         elif p.beta is Beta.RUNTIME:
@@ -403,7 +421,7 @@ class NanokernelEmitter:
                     value = (
                         b.fadd(value, old)
                         if beta_vector is None
-                        else vec.fma(b, beta_vector, old, value, p.fused)
+                        else vec.fma(b, self._lanes_of(beta_vector, v), old, value, p.fused)
                     )
                 value = vec.low_lanes(b, value, p.vector_lanes(v))
                 stores.append((value, ptr, pointers, self.masks[v]))
@@ -422,13 +440,13 @@ class NanokernelEmitter:
         return convert(self.b, self.e.value(beta), beta.type, self.p.compute)
 
     def _load_c(self, v: int, ptr: ir.Value, pointers: ir.Value | None, align: int) -> ir.Value:
-        """Vector v of a column of C, zero-extended to full width if narrowed."""
+        """Vector v of a column of C, zero-extended to the width it computes in."""
         t, mask = self.narrow[v], self.masks[v]
         if pointers is None:
             loaded = vec.load(self.b, t, ptr, mask, align)
         else:
             loaded = vec.gather(self.b, t, pointers, mask, align)
-        return vec.widen(self.b, loaded, self.p.lanes)
+        return vec.widen(self.b, loaded, self.p.compute_lanes(v))
 
     def _atomic_epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
         """Each element of the tile is one atomic read-modify-write of C: the tile goes to a
@@ -560,7 +578,7 @@ class _PairLoads:
         else:
             interleaved = vec.interleave(b, low, vec.zeros(half))
         pairs = b.bitcast(interleaved, vec.vector_type(I32, lanes))
-        return vec.widen(b, pairs, self.p.lanes)
+        return vec.widen(b, pairs, self.p.compute_lanes(v))
 
     def _column(self, k: ir.Value, v: int, t: ir.VectorType, mask: ir.Value | None) -> ir.Value:
         """`t` of column k from vector v's first row."""
