@@ -24,7 +24,8 @@ each K pair one 32-bit word), the tiles broadcast from B itself and B is not pac
 Block sizes follow the target's caches: the B panel a nanokernel streams (kc x nr) fills at
 most half of L1 (and, where K takes several blocks, the B panel and one A panel fit L1
 together, unless B is read in place and C is larger than L2), the packed A block (mc x kc)
-half of L2, the packed B block a few MiB.
+half of L2 (two L2s, from L3, where B is read in place and B and C are larger than L2:
+every A block then passes over all of B's panels again), the packed B block a few MiB.
 Packing also makes transposed and strided operands contiguous.
 """
 
@@ -68,6 +69,12 @@ L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
 # fewer passes (Zen 4, f64 1024^3 and 2048^3: 512 deep 1.03-1.05x over 296, one and two
 # threads)
 DEEP_L1_SHARE = 3 / 4
+# L2s the A block fills: half of one, or two (from L3) where each A block passes over B's
+# panels beyond L2 (B read in place, B and C past L2). Zen 4: f64 2048^3 512 rows against
+# 128 1.03-1.04x, two threads 1.03x; f32 2048^3 1024 rows against 256 1.02-1.03x, 1024^3
+# 1.0x; with B in L2 (W3's 3136x128x256, 12544x64x147) 0.96-0.98x, so those keep half
+A_BLOCK_L2S = 0.5
+A_BLOCK_L2S_OVER_MEMORY = 2
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
@@ -108,7 +115,7 @@ def blocking(
     size = element.size
     pairs = element is ScalarType.BF16
     deepest = 2 * MAX_KC if pairs else MAX_KC
-    passes_over_memory = b_in_place and _c_exceeds_l2(target, m, n, size)
+    passes_over_memory = b_in_place and _exceeds_l2(target, m, n, size)
     share = L1_SHARE_OF_PANELS if pairs else DEEP_L1_SHARE if passes_over_memory else 0.5
     kc = max(64, min(deepest, int(target.l1_bytes * share) // (tile.nr * size)) // 8 * 8)
     if k is not None and k > kc:
@@ -117,7 +124,10 @@ def blocking(
             panels = kc
         blocks = -(-k // max(64, min(kc, panels)))
         kc = _round_up(-(-k // blocks), 8)
-    mc = max(tile.mr, target.l2_bytes // 2 // (kc * size) // tile.mr * tile.mr)
+    # B's panels then come from beyond L2 for every A block
+    over_memory = passes_over_memory and _exceeds_l2(target, k, n, size) and not pairs
+    a_block = A_BLOCK_L2S_OVER_MEMORY if over_memory else A_BLOCK_L2S
+    mc = max(tile.mr, int(target.l2_bytes * a_block) // (kc * size) // tile.mr * tile.mr)
     nc = max(tile.nr, B_BLOCK_BYTES // (kc * size) // tile.nr * tile.nr)
     if n is not None and nc < n:
         blocks = -(-n // int(nc * ONE_BLOCK_OF_N))
@@ -130,13 +140,14 @@ def _round_up(extent: int, multiple: int) -> int:
     return -(-extent // multiple) * multiple
 
 
-def _c_exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool:
-    """Whether C (of unknown size: assumed large) is larger than L2. Then a pass over C, one
-    per K block, reads and writes it in L3 or memory. On AVX-512 the tiles that read B in
-    place are 64 rows tall (f32 64 x 6), so K blocks whose A and B panels fit L1 together
-    are short (kc 152): at f32 2048^3 those passes cost more than B's columns reread from L2
-    (0.97x against the packed B; in blocks of 512, 1.00-1.02x), while with C in L2 the short
-    blocks still pay (784x128x1152: 1.02-1.07x with them, 0.97-0.99x without)."""
+def _exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool:
+    """Whether an m x n operand (of unknown size: assumed large) is larger than L2. For C,
+    a pass over it, one per K block, then reads and writes it in L3 or memory. On AVX-512
+    the tiles that read B in place are 64 rows tall (f32 64 x 6), so K blocks whose A and B
+    panels fit L1 together are short (kc 152): at f32 2048^3 those passes cost more than B's
+    columns reread from L2 (0.97x against the packed B; in blocks of 512, 1.00-1.02x), while
+    with C in L2 the short blocks still pay (784x128x1152: 1.02-1.07x with them, 0.97-0.99x
+    without)."""
     return m is None or n is None or m * n * size > target.l2_bytes
 
 
