@@ -18,7 +18,14 @@ import pytest
 import nanotc
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
-from nanotc.lowering.gemm_blocked import L1_SHARE_OF_PANELS, MAX_KC, blocking, in_place_columns
+from nanotc.lowering.gemm_blocked import (
+    B_BLOCK_BYTES,
+    L1_SHARE_OF_PANELS,
+    MAX_KC,
+    ONE_BLOCK_OF_N,
+    blocking,
+    in_place_columns,
+)
 from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, ranked
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
@@ -250,13 +257,16 @@ def test_a_static_n_splits_into_equal_b_blocks() -> None:
 def test_f64_k_blocks_fill_three_quarters_of_l1_where_c_exceeds_l2() -> None:
     """On Zen 4's L1 (32 KiB), f64 tiles of 6 columns reading B in place over a C past L2:
     K blocks of 512 (the B panel three quarters of L1), the A block two L2s (512 rows; half
-    of L2 with B packed, or with B or C in L2), and 2048 columns in two equal B blocks."""
+    of L2 with B packed, or with B or C in L2), and B blocks of twice a packed B's bytes:
+    2048 columns in one block, 4096 in two equal ones."""
     zen4 = replace(get("avx512"), l1_bytes=32 * 1024, l1_ways=8, l2_bytes=1024 * 1024)
     tile = RegisterTile(4, 6, 8)
     blocks = blocking(zen4, ScalarType.F64, tile, 2048, 2048, m=2048, b_in_place=True)
-    assert (blocks.mc, blocks.kc, blocks.nc) == (512, 512, 1026)
+    assert (blocks.mc, blocks.kc, blocks.nc) == (512, 512, 2052)
+    assert blocking(zen4, ScalarType.F64, tile, 2048, 4096, m=2048, b_in_place=True).nc == 2052
     packed = blocking(zen4, ScalarType.F64, tile, 2048, 2048, m=2048)
     assert packed.kc < 512 and packed.mc * packed.kc * 8 <= zen4.l2_bytes // 2
+    assert packed.kc * packed.nc * 8 <= B_BLOCK_BYTES * ONE_BLOCK_OF_N
     for k, n, m in [(2048, 64, 256), (256, 128, 4096)]:  # C in L2; B in L2
         in_l2 = blocking(zen4, ScalarType.F64, tile, k, n, m=m, b_in_place=True)
         assert in_l2.mc * in_l2.kc * 8 <= zen4.l2_bytes // 2, (k, n, m)
