@@ -274,6 +274,7 @@ def test_host_takes_the_rates_measured_for_its_cpu() -> None:
     rates = MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if host().vector_bits == 512 else {}
     assert host().fma_per_cycle == rates.get("fma_per_cycle", 2.0)
     assert host().memory_bytes_per_cycle == rates.get("memory_bytes_per_cycle", 0.0)
+    assert host().fma_unit_bits == rates.get("fma_unit_bits", 0)
 
 
 def test_every_member_is_prefetched_where_memory_bandwidth_is_unknown() -> None:

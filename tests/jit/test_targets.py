@@ -1,7 +1,9 @@
-"""Target descriptions: the host's caches as Linux reports them, defaults where it does not."""
+"""Target descriptions: the host's caches as Linux reports them, defaults where it does not;
+what the rates of a target's units imply."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,13 @@ def test_cache_sizes_read_with_their_unit(reported: str, size: int, monkeypatch)
 def test_built_in_targets_describe_their_l1() -> None:
     assert targets.get("avx512").l1_ways == 12  # 48 KiB, 12 ways (Ice Lake onwards)
     assert targets.get("avx2").l1_ways == 8
+
+
+def test_narrow_fma_pays_only_on_units_narrower_than_the_vectors() -> None:
+    """Zen 4's 256-bit units under 512-bit vectors; not where a unit is as wide as the
+    vectors, nor where the width is unknown (0)."""
+    avx512 = targets.get("avx512")
+    assert replace(avx512, fma_unit_bits=256).narrow_fma_pays
+    assert not avx512.narrow_fma_pays
+    assert not replace(avx512, fma_unit_bits=512).narrow_fma_pays
+    assert not replace(targets.get("avx2"), fma_unit_bits=256).narrow_fma_pays
