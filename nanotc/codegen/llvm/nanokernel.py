@@ -97,13 +97,10 @@ class NanokernelEmitter:
         self.p = p
         self.inst = inst
         self.type = vec.vector_type(register_type(p.compute), p.lanes)
-        # what each vector of a tile column loads and stores (a narrowed last vector only its
-        # own rows), and what it computes in (`GemmNanokernel.compute_lanes`)
+        # what each vector of a tile column loads and stores: a narrowed last vector only its
+        # own rows (it computes in `GemmNanokernel.compute_lanes`)
         self.narrow = [
             vec.vector_type(register_type(p.compute), p.vector_lanes(v)) for v in range(p.vectors)
-        ]
-        self.computed = [
-            vec.vector_type(register_type(p.compute), p.compute_lanes(v)) for v in range(p.vectors)
         ]
         self.row = e.dim(inst.row)
         self.col = e.dim(inst.col)
@@ -124,7 +121,11 @@ class NanokernelEmitter:
         """Zeros, or the tile of C itself when the kernel accumulates onto C."""
         p = self.p
         if not p.accumulates_on_c:
-            return [vec.zeros(self.computed[v]) for _ in range(p.columns) for v in range(p.vectors)]
+            element = register_type(p.compute)
+            column = [
+                vec.zeros(vec.vector_type(element, p.compute_lanes(v))) for v in range(p.vectors)
+            ]
+            return column * p.columns
         tile = [
             self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size)
             for j in range(p.columns)
