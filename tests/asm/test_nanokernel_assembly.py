@@ -578,9 +578,9 @@ def test_static_transposed_a_is_packed_not_gathered(ty: str) -> None:
     ids=["sum", "gemv.t"],
 )  # fmt: skip
 def test_reductions_keep_independent_partial_sums(body: str, op: str) -> None:
-    """The main loops of a reduction (plain, and realigned: `test_realigned_reductions_...`)
-    add into CHAINS different registers, so the adds do not wait for each other; the plain
-    gemv.t loop loads one vector of x per step for all its columns."""
+    """The main loops of a reduction (plain, and for a sum also realigned:
+    `test_realigned_sums_...`) add into CHAINS different registers, so the adds do not wait
+    for each other; the gemv.t loop loads one vector of x per step for all its columns."""
     text = (
         "func @k(%x: memref<f32x?>, %y: memref<f32x?>, %s: memref<f32>, "
         f"%M: memref<f32x?x?>) {{\n  {body}\n}}"
@@ -588,7 +588,7 @@ def test_reductions_keep_independent_partial_sums(body: str, op: str) -> None:
     loops = [
         lp for lp in asm.hot_loops(assembly(text, "avx512"), "k", op) if lp.count(op) >= CHAINS
     ]
-    assert len(loops) == (4 if op == "vfmadd" else 2)  # gemv.t: GEMV_COLUMNS, then single ones
+    assert len(loops) == 2  # gemv.t: GEMV_COLUMNS, then single ones; sum: realigned, plain
     for loop in loops:
         adds = [i for i in loop.instructions if i.startswith(op)]
         assert len({i.split()[-1] for i in adds}) == CHAINS
@@ -602,33 +602,55 @@ def test_reductions_keep_independent_partial_sums(body: str, op: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "op", "streams"),
+    "body",
     [
-        ("sum.n 1.0, %x, 0.0, %s : f64, memref<f64x?>, f64, memref<f64>", "vaddpd", 1),
-        ("gemv.t 1.0, %M, %x, 0.0, %y : f32, memref<f32x?x?>, memref<f32x?>, f32, memref<f32x?>",
-         "vfmadd", GEMV_COLUMNS + 1),
+        "sum.n 1.0, %x, 0.0, %s : f64, memref<f64x?>, f64, memref<f64>",
+        "sum.t 1.0, %M, 0.0, %y : f64, memref<f64x?x?>, f64, memref<f64x?>",
     ],
-    ids=["sum", "gemv.t"],
-)  # fmt: skip
-def test_realigned_reductions_load_whole_lines_and_permute(body: str, op: str, streams: int
-                                                           ) -> None:  # fmt: skip
-    """The realigned main loop (operands off a vector boundary) reads only aligned vectors
-    and makes each vector of a stream with one two-source permute: per step one load and
-    one permute per stream (A's columns and x), nothing on the stack."""
-    ty = "f64" if "f64" in body else "f32"
+    ids=["sum", "column sums"],
+)
+def test_realigned_sums_load_whole_lines_and_permute(body: str) -> None:
+    """The realigned main loop (one stream off a vector boundary) reads only aligned vectors
+    and makes each vector of the stream with one two-source permute: per step one load and
+    one permute per add, nothing on the stack."""
     text = (
-        f"func @k(%x: memref<{ty}x?>, %y: memref<{ty}x?>, %s: memref<{ty}>, "
-        f"%M: memref<{ty}x?x?>) {{\n  {body}\n}}"
+        "func @k(%x: memref<f64x?>, %y: memref<f64x?>, %s: memref<f64>, "
+        f"%M: memref<f64x?x?>) {{\n  {body}\n}}"
     )
-    loops = [lp for lp in asm.hot_loops(assembly(text, "avx512"), "k", "vpermt2") if lp.count(op)]
-    loop = max(loops, key=lambda lp: lp.count(op))  # gemv.t's GEMV_COLUMNS columns
-    adds = [i for i in loop.instructions if i.startswith(op)]
-    permutes = [i for i in loop.instructions if re.match(r"vperm[it]2p[sd]", i)]
+    (loop,) = [
+        lp for lp in asm.hot_loops(assembly(text, "avx512"), "k", "vpermt2") if lp.count("vaddpd")
+    ]
+    adds = [i for i in loop.instructions if i.startswith("vaddpd")]
+    permutes = [i for i in loop.instructions if re.match(r"vperm[it]2pd", i)]
     loads = [i for i in loop.instructions if "(" in i and i.startswith("vmov")]
-    assert loads and all(i.startswith(("vmovaps", "vmovapd")) for i in loads)
-    assert len(permutes) == len(loads) == len(adds) * streams // max(1, streams - 1)
+    assert loads and all(i.startswith("vmovapd") for i in loads)
+    assert len(permutes) == len(loads) == len(adds) == CHAINS
     assert all("(" not in i for i in adds)  # the permuted vectors, not memory
     assert loop.stack_accesses() == []
+
+
+L2_FLOATS = get("avx512").l2_bytes // 4
+
+
+@pytest.mark.parametrize(
+    ("elements", "realigned"),
+    [(2048, False), (4096, True), (L2_FLOATS, True), (L2_FLOATS + 16, False)],
+    ids=["8 KiB", "16 KiB", "L2", "past L2"],
+)
+def test_sums_realign_only_long_streams_that_fit_l2(elements: int, realigned: bool) -> None:
+    """realign.pays: a static sum permutes aligned vectors only from MIN_STREAM_BYTES up to
+    the target's L2 bytes; shorter and longer streams read split loads, as gemv.t always
+    does."""
+    v, s = f"memref<f32x{elements}>", "memref<f32>"
+    text = f"func @k(%x: {v}, %s: {s}) {{\n  sum.n 1.0, %x, 0.0, %s : f32, {v}, f32, {s}\n}}"
+    code = assembly(text, "avx512")
+    assert ("vpermt2ps" in code or "vpermi2ps" in code) is realigned
+    gemv = (
+        "func @k(%M: memref<f32x8192x8>, %x: memref<f32x8192>, %y: memref<f32x8>) {\n"
+        "  gemv.t 1.0, %M, %x, 0.0, %y : f32, memref<f32x8192x8>, memref<f32x8192>, f32, "
+        "memref<f32x8>\n}"
+    )
+    assert "vperm" not in assembly(gemv, "avx512")
 
 
 @pytest.mark.parametrize("dt", ["f32", "f64", "bf16"])

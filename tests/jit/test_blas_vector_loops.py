@@ -266,10 +266,10 @@ REDUCTION_OFFSETS = ((0, 0), (4, 0), (0, 8), (16, 36), (60, 4), (32, 32), (1, 0)
 def test_reductions_give_the_same_bits_wherever_operands_lie(
     op: str, ty: str, target: str, rng
 ) -> None:
-    """sum, column sums and gemv.t read streams that lie off a vector boundary with aligned
-    loads and a lane permute (`realign`) on AVX-512, so that their lanes, and so their sums,
-    are those of the same data on a boundary; numbers of rows that leave the realigned loop
-    out, run it once and many times, columns of every alignment (67 rows)."""
+    """sum, column sums and gemv.t give the bits of the same data on a boundary wherever it
+    lies: with split loads, and where a sum's stream is long enough to be realigned (4500
+    rows: `realign`, aligned loads and a lane permute on AVX-512); columns of every
+    alignment (67 rows)."""
     args, a_type, y_type, instruction = REDUCTIONS[op]
     v, m, s = f"memref<{ty}x?>", f"memref<{ty}x?x?>", f"memref<{ty}>"
     types = {"a": a_type.format(v=v, m=m), "x": v, "y": y_type.format(v=v, s=s)}
@@ -278,7 +278,7 @@ def test_reductions_give_the_same_bits_wherever_operands_lie(
     text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m, s=s)}\n}}"
     kernel = compiled(text, target)["k"]
     dtype = DTYPES[ty]
-    for rows in (5, 67, 160, 300, 1000):
+    for rows in (5, 67, 160, 300, 1000, 4500):
         matrix = op != "sum"
         columns = 6 if matrix else 1
         values = {

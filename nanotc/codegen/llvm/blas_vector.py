@@ -14,14 +14,15 @@ one masked vector of the elements before the main streamed operand's next bounda
 vector's bytes (`VectorLoops.lead`), so that its full vectors never straddle two cache lines:
 numpy's large arrays start 16 bytes past a line, and such split loads cost gemv.n up to half
 its rate from L1 and L2. Reductions are not peeled: their partial sums would then depend on
-where the operand lies, and a copy of the same data could sum to other bits. On AVX-512 their
-main loop instead reads streams off a vector boundary as aligned vectors, permuted into the
-lanes unaligned loads would give (`realign`): the same sums, without straddling loads.
+where the operand lies, and a copy of the same data could sum to other bits. On AVX-512 the
+main loop of a sum over one long stream that fits L2 instead reads it as aligned vectors,
+permuted into the lanes unaligned loads would give (`realign`): the same sums, without
+straddling loads. Elsewhere (gemv.t, short columns, operands past L2) split loads measured
+faster.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -36,6 +37,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     memref_element,
+    mul,
     read,
     sub,
 )
@@ -120,18 +122,22 @@ class VectorLoops:
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
 
-    def reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate]
-               ) -> list[ir.Value]:  # fmt: skip
+    def reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate],
+               operand: Dim | None = None) -> list[ir.Value]:  # fmt: skip
         """One scalar per step: the sum over n elements that `step(acc, vector_of)` adds to a
         vector of partial sums, reading vectors of `streams`. Each step keeps CHAINS //
         len(steps) independent partial sums in the main loop, so that the adds overlap rather
-        than wait for each other. Where the streams can be realigned (`realign`), the main
-        loop reads them with aligned loads and stops a vector earlier, wherever they lie."""
-        b, lanes = self.b, self.lanes
+        than wait for each other. Where a stream can be realigned (`realign`) and that pays
+        for its length and the `operand` it is read from (elements; the stream alone when
+        None), the main loop reads it with aligned loads and stops a vector earlier."""
+        b, lanes, target = self.b, self.lanes, self.e.state.target
         chains = max(1, CHAINS // len(steps))
         wide = lanes * chains
         main = _floor(b, n, lanes)
-        realigned = realign.applies(self.e.state.target, streams, self.ct)
+        pays = realign.applies(target, streams, self.ct) and realign.pays(
+            b, target, n, n if operand is None else operand, self.ct
+        )
+        realigned = pays is not False
         rest = (
             _floor(b, _at_least_zero(b, sub(b, n, lanes)), wide)
             if realigned
@@ -148,7 +154,7 @@ class VectorLoops:
             ]
 
         if realigned:
-            acc = self._realigned_or((rest, wide), streams, steps, init, unrolled)
+            acc = self._realigned_or((rest, wide), streams[0], steps, init, unrolled, pays)
         else:
             acc = carried_loop(b, 0, rest, wide, init, unrolled, name="r")
         firsts = [_add_all(b, acc[t * chains : (t + 1) * chains]) for t in range(len(steps))]
@@ -168,40 +174,37 @@ class VectorLoops:
     def _loads(self, offset: ir.Value, mask: ir.Value | None) -> VectorOf:
         return lambda stream: self.load(stream, offset, mask)
 
-    def _realigned_or(self, loop: tuple[Dim, int], streams: list[MemrefValue],
+    def _realigned_or(self, loop: tuple[Dim, int], stream: MemrefValue,
                       steps: Sequence[Accumulate], init: list[ir.Value],
                       unrolled: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
-                      ) -> list[ir.Value]:  # fmt: skip
+                      pays: bool | ir.Value) -> list[ir.Value]:  # fmt: skip
         """The chained main loop over elements 0 .. `loop` = (stop, step): realigned where it
-        runs and some stream lies off a vector boundary (all on element boundaries), else
-        `unrolled` with plain loads. Both give the same vectors, so the same sums."""
+        runs, it `pays` (`realign.pays`) and `stream` lies off a vector boundary (on an
+        element boundary), else `unrolled` with plain loads. Both give the same vectors, so
+        the same sums."""
         b, (stop, step_size), chains = self.b, loop, loop[1] // self.lanes
-        aligned = [realign.RealignedStream(b, s, self.type) for s in streams]
-        on_elements = functools.reduce(b.and_, [a.element_aligned for a in aligned])
-        moved = functools.reduce(b.or_, [a.moved for a in aligned])
+        a = realign.RealignedStream(b, stream, self.type)
 
         def realigned(i: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
-            acc, last = carried[: len(init)], carried[len(init) :]
-            vectors: dict[int, list[ir.Value]] = {}
-            following = []
-            for stream, a, previous in zip(streams, aligned, last):
-                blocks = [previous] + [
-                    a.aligned(b.add(i, const((c + 1) * self.lanes))) for c in range(chains)
-                ]
-                vectors[id(stream)] = [a.vector(blocks[c], blocks[c + 1]) for c in range(chains)]
-                following.append(blocks[-1])
+            acc, previous = carried[:-1], carried[-1]
+            blocks = [previous] + [
+                a.aligned(b.add(i, const((c + 1) * self.lanes))) for c in range(chains)
+            ]
+            vectors = [a.vector(blocks[c], blocks[c + 1]) for c in range(chains)]
             sums = [
-                step(acc[t * chains + c], lambda s, c=c: vectors[id(s)][c])
+                step(acc[t * chains + c], lambda _, c=c: vectors[c])
                 for t, step in enumerate(steps)
                 for c in range(chains)
             ]
-            return sums + following
+            return [*sums, blocks[-1]]
 
         runs = b.icmp_signed(">", as_value(b, stop), const(0))
-        with b.if_else(b.and_(b.and_(on_elements, moved), runs)) as (then, otherwise):
+        chosen = b.and_(b.and_(a.element_aligned, a.moved), runs)
+        if pays is not True:
+            chosen = b.and_(chosen, pays)
+        with b.if_else(chosen) as (then, otherwise):
             with then:
-                firsts = [a.first() for a in aligned]
-                out = carried_loop(b, 0, stop, step_size, init + firsts, realigned, name="ra")
+                out = carried_loop(b, 0, stop, step_size, [*init, a.first()], realigned, name="ra")
                 from_realigned, realigned_end = out[: len(init)], b.block
             with otherwise:
                 from_plain = carried_loop(b, 0, stop, step_size, init, unrolled, name="r")
@@ -304,10 +307,14 @@ def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: Out
 
         v.each(out.shape[0], rows)
     else:  # column sums: one reduction along each contiguous column
+        elements = mul(b, a.shape[0], a.shape[1])
         with for_range(b, 0, a.shape[1], name="j") as j:
             column = _column(e, a, j)
             (total,) = v.reduce(
-                a.shape[0], [column], [lambda acc, vector_of: b.fadd(acc, vector_of(column))]
+                a.shape[0],
+                [column],
+                [lambda acc, vector_of: b.fadd(acc, vector_of(column))],
+                operand=elements,
             )
             write_output(b, u, memref_element(b, out, [j]), total)
 

@@ -13,15 +13,25 @@ into its next step, so a step loads one aligned vector per stream.
 
 Reading aligned vector t+1 for elements tL.. means a loop over them must stop a vector
 before the stream ends; the first aligned vector is masked to the stream's own elements.
+
+Where this pays was measured on Zen 4 (docs/benchmarks.md, "Realigned reductions only where
+they pay"): a single stream of 16 KiB or more in an operand that fits L2, 1.03-1.15x
+faster than split loads. Shorter streams do not pay back the setup (the masked first vector,
+the permute's indices). From L3 and memory the permute and the add that wait for each line's
+data leave fewer lines in flight than one add that loads, and the stream ran 0.57-0.75x the
+rate of split loads. With several streams (gemv.t's columns and x) or short ones (the
+columns of most column sums) it was slower at every size, so those read with split loads.
 """
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
-from nanotc.codegen.llvm.helpers import intrinsic
-from nanotc.codegen.llvm.types import I8, I32, I64, MemrefValue, const
+from nanotc.codegen.llvm.helpers import as_value, intrinsic
+from nanotc.codegen.llvm.types import I8, I32, I64, Dim, MemrefValue, const
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target
 
@@ -31,10 +41,35 @@ _PERMUTE = {
 }
 
 
+MIN_STREAM_BYTES = 16 * 1024  # shorter streams do not pay back the realigned loop's setup
+
+
 def applies(target: Target, streams: list[MemrefValue], compute: ScalarType) -> bool:
-    """Full 512-bit vectors, and every stream holds the compute type (f32 or f64)."""
+    """Full 512-bit vectors, and one stream, of the compute type (f32 or f64)."""
     avx512 = target.vector_bits == 512 and target.masked_memory
-    return avx512 and compute in _PERMUTE and all(s.type.element is compute for s in streams)
+    one = len(streams) == 1 and streams[0].type.element is compute
+    return avx512 and compute in _PERMUTE and one
+
+
+def pays(b: ir.IRBuilder, target: Target, stream: Dim, operand: Dim, element: ScalarType
+         ) -> bool | ir.Value:  # fmt: skip
+    """Whether realigning a stream of `stream` elements, read from an operand of `operand`
+    elements, pays (see the module docstring): the stream holds MIN_STREAM_BYTES or more,
+    and the operand fits L2. A bool where both extents are static, else an i1."""
+    conditions = [
+        _compare(b, ">=", stream, -(-MIN_STREAM_BYTES // element.size)),
+        _compare(b, "<=", operand, target.l2_bytes // element.size),
+    ]
+    if False in conditions:
+        return False
+    dynamic = [c for c in conditions if c is not True]
+    return functools.reduce(b.and_, dynamic) if dynamic else True
+
+
+def _compare(b: ir.IRBuilder, op: str, extent: Dim, bound: int) -> bool | ir.Value:
+    if isinstance(extent, int):
+        return {">=": extent >= bound, "<=": extent <= bound}[op]
+    return b.icmp_signed(op, as_value(b, extent), const(bound))
 
 
 class RealignedStream:
