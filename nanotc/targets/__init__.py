@@ -37,6 +37,7 @@ class Target:
     l1_bytes: int = 32 * 1024  # data cache per core
     l1_ways: int = 8  # its associativity: lines of one set
     l2_bytes: int = 1024 * 1024
+    l3_bytes: int = 32 * 1024 * 1024  # the last level, shared by the cores
     line_bytes: int = 64  # cache line
     # full-width vector FMAs started per cycle (Zen 4 splits a 512-bit one over its two
     # 256-bit units: 1)
@@ -134,6 +135,7 @@ def host() -> Target:
         l1_bytes=_cache_size(1, 32 * 1024),
         l1_ways=_cache_ways(1, 8),
         l2_bytes=_cache_size(2, 1024 * 1024),
+        l3_bytes=_cache_size(3, 32 * 1024 * 1024),
         **(MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if avx512 else {}),
     )
 

@@ -629,6 +629,25 @@ def test_realigned_sums_load_whole_lines_and_permute(body: str) -> None:
     assert loop.stack_accesses() == []
 
 
+@pytest.mark.parametrize(("target", "register"), [("avx512", "zmm"), ("avx2", "ymm")])
+def test_beta_zero_outputs_have_a_loop_of_non_temporal_stores(target: str, register: str
+                                                              ) -> None:  # fmt: skip
+    """A copy (beta 0) has, beside its plain main loop, one whose full vectors go around the
+    caches (vmovntps, for outputs past WRITE_AROUND_L3_SHARE of L3, decided at run time),
+    followed by a store fence; an axpby that reads its output (beta 0.5) has none."""
+    v = "memref<f32x?>"
+    copy = f"func @k(%x: {v}, %y: {v}) {{\n  axpby.n 1.0, %x, 0.0, %y : f32, {v}, f32, {v}\n}}"
+    code = assembly(copy, target)
+    (loop,) = asm.hot_loops(code, "k", "vmovntps")
+    stores = [i for i in loop.instructions if i.startswith("vmovntps")]
+    assert all(i.split()[1].startswith(f"%{register}") for i in stores)
+    assert loop.stack_accesses() == []
+    assert "sfence" in code
+    assert len(asm.hot_loops(code, "k", "vmovups")) >= 1  # the plain loop, for the rest
+    update = copy.replace("0.0, %y", "0.5, %y")
+    assert "vmovnt" not in assembly(update, target)
+
+
 L2_FLOATS = get("avx512").l2_bytes // 4
 
 

@@ -7,11 +7,19 @@ float64 numpy with the tolerance of a reordered sum."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import nanotc
-from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS, GEMV_N_COLUMNS
+from nanotc.codegen.llvm.blas_vector import (
+    CHAINS,
+    GEMV_COLUMNS,
+    GEMV_N_COLUMNS,
+    WRITE_AROUND_L3_SHARE,
+)
+from nanotc.targets import get
 
 from .helpers import DTYPES as ELEMENT_DTYPES
 from .helpers import TARGETS, compiled, kernel_name
@@ -247,6 +255,65 @@ def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
         else:
             expected = 2.0 * wide["a"] @ wide["x"] + 0.5 * wide["y"]
         tolerance = 1e-2 if ty == "bf16" else 1e-5
+        actual = results[0].astype(np.float64)
+        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+
+
+# Element-wise instructions whose output %y is not read (beta 0): (arguments and their
+# shapes, the instruction, its result in float64, the operands it streams: ger reads x from
+# cache, the in-place scaling reads and writes one), on targets whose L3 is small enough that
+# a few thousand elements pass WRITE_AROUND_L3_SHARE of it.
+WRITE_ONLY = {
+    "copy": ({"a": "v", "y": "v"}, "axpby.n 1.0, %a, 0.0, %y : {t}, {v}, {t}, {v}",
+             lambda a, y: a, 2),
+    "scaled columns": ({"a": "m", "y": "m"}, "axpby.n 2.0, %a, 0.0, %y : {t}, {m}, {t}, {m}",
+                       lambda a, y: 2.0 * a, 2),
+    "in place": ({"y": "v"}, "axpby.n 2.0, %y, 0.0, %y : {t}, {v}, {t}, {v}",
+                 lambda y: 2.0 * y, 2),
+    "hadamard": ({"a": "v", "x": "v", "y": "v"},
+                 "hadamard 2.0, %a, %x, 0.0, %y : {t}, {v}, {v}, {t}, {v}",
+                 lambda a, x, y: 2.0 * a * x, 3),
+    "ger": ({"a": "v", "x": "c", "y": "m"}, "ger 2.0, %a, %x, 0.0, %y : {t}, {v}, {v}, {t}, {m}",
+            lambda a, x, y: 2.0 * np.outer(a, x), 1),
+}  # fmt: skip
+SMALL_L3 = 64 * 1024
+COLUMNS_WRITTEN = 7
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ("f32", "f64", "bf16"))
+@pytest.mark.parametrize("op", WRITE_ONLY)
+def test_outputs_past_l3_are_written_around_the_caches(op: str, ty: str, target: str, rng
+                                                       ) -> None:  # fmt: skip
+    """Past WRITE_AROUND_L3_SHARE of L3, a beta-0 output's full vectors are stored
+    non-temporally (aligned by the lead, then a store fence); below it, and at an odd byte
+    offset (no lead), plainly. Every offset and size gives the same bits, and numpy's."""
+    shapes, instruction, expect, streams = WRITE_ONLY[op]
+    v, m = f"memref<{ty}x?>", f"memref<{ty}x?x?>"
+    types = {"v": v, "c": v, "m": m}
+    params = ", ".join(f"%{n}: {types[kind]}" for n, kind in shapes.items())
+    text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m)}\n}}"
+    compilation = nanotc.compile(text, target=replace(get(target), l3_bytes=SMALL_L3), cache=False)
+    assert "!nontemporal" in compilation.optimized_ir()
+    kernel = compilation["k"]
+    dtype = ELEMENT_DTYPES[ty]
+    size = np.dtype(dtype).itemsize
+    threshold = int(SMALL_L3 * WRITE_AROUND_L3_SHARE / (size * streams))
+    columns = COLUMNS_WRITTEN if shapes["y"] == "m" else 1
+    for elements in (threshold - 3 * 64, threshold + 3 * 64 + 5):
+        rows = elements // columns
+        full = {"v": (rows,), "c": (columns,), "m": (rows, columns)}
+        values = {n: rng.uniform(-1, 1, full[kind]).astype(dtype) for n, kind in shapes.items()}
+        offsets = [*range(0, 64, size), 1]
+        results = []
+        for offset in offsets:
+            placed = {n: _placed(values[n], offset) for n in shapes}
+            kernel(*placed.values(), group_size=1)
+            results.append(placed["y"].copy())
+        for offset, result in zip(offsets, results):
+            np.testing.assert_array_equal(result, results[0], err_msg=f"{rows} rows at +{offset}")
+        expected = expect(**{n: x.astype(np.float64) for n, x in values.items()})
+        tolerance = 1e-2 if ty == "bf16" else 1e-6
         actual = results[0].astype(np.float64)
         np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
 

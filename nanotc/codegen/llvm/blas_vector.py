@@ -13,7 +13,9 @@ The element-wise loops (axpby, hadamard, gemv.n) over long or dynamic extents fi
 one masked vector of the elements before the main streamed operand's next boundary of a
 vector's bytes (`VectorLoops.lead`), so that its full vectors never straddle two cache lines:
 numpy's large arrays start 16 bytes past a line, and such split loads cost gemv.n up to half
-its rate from L1 and L2. Reductions are not peeled: their partial sums would then depend on
+its rate from L1 and L2. Those that do not read their output (beta 0) and move more than L3
+holds store its full vectors around the caches (`VectorLoops.writes_around_caches`): no line
+is read before it is written. Reductions are not peeled: their partial sums would then depend on
 where the operand lies, and a copy of the same data could sum to other bits. On AVX-512 the
 main loop of a sum over one long stream that fits L2 instead reads it as aligned vectors,
 permuted into the lanes unaligned loads would give (`realign`): the same sums, without
@@ -23,6 +25,7 @@ faster.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -54,6 +57,10 @@ GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 p
 GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
 LINE_BYTES = 64
 PEEL_VECTORS = 4  # static extents shorter than this many vectors are not peeled
+# An element-wise loop that does not read its output (beta 0) stores its full vectors around
+# the caches once it moves this share of L3's bytes or more: there the output would not stay
+# cached anyway, and each line is written without first being read (docs/benchmarks.md).
+WRITE_AROUND_L3_SHARE = 0.75
 VectorOf = Callable[[MemrefValue], ir.Value]  # a stream's vector at the step's offset
 Accumulate = Callable[[ir.Value, VectorOf], ir.Value]  # (acc, vector_of) -> acc
 
@@ -79,6 +86,7 @@ class VectorLoops:
         self.lanes = e.state.target.lanes(ct)
         self.type = vec.vector_type(register_type(ct), self.lanes)
         self.fused = e.state.target.fma
+        self._around_caches = False  # the loop being emitted stores full vectors around them
 
     def load(self, m: MemrefValue, offset: Dim, mask: ir.Value | None) -> ir.Value:
         element = m.type.element
@@ -98,22 +106,38 @@ class VectorLoops:
         address = b.ptrtoint(stream.ptr, ir.IntType(64))
         bytes_to_boundary = b.and_(b.neg(address), const(boundary - 1))
         elements = b.udiv(bytes_to_boundary, const(size))
-        aligned = b.icmp_unsigned("==", b.and_(address, const(size - 1)), const(0))
-        count = b.select(aligned, elements, const(0))
+        count = b.select(_on_elements(b, stream), elements, const(0))
         return b.select(b.icmp_signed("<", count, as_value(b, n)), count, as_value(b, n))
 
+    def writes_around_caches(self, u: OutputUpdate, out: MemrefValue, elements: Dim,
+                             streams: Sequence[MemrefValue]) -> bool | ir.Value:  # fmt: skip
+        """Whether a loop led to `out`'s vector boundary (`lead`) may store its full vectors
+        around the caches (`vec.store_around_caches`): `out` is not read (beta 0), lies on
+        its elements, so the lead aligns it, and `elements` of each of `streams` (every
+        operand read or written) make WRITE_AROUND_L3_SHARE of L3 or more. An i1, or
+        False where that cannot hold."""
+        if u.beta is not None:
+            return False
+        moved = sum(stream.type.element.size for stream in streams)
+        least = math.ceil(WRITE_AROUND_L3_SHARE * self.e.state.target.l3_bytes / moved)
+        if isinstance(elements, int):
+            return _on_elements(self.b, out) if elements >= least else False
+        enough = self.b.icmp_signed(">=", elements, const(least))
+        return self.b.and_(enough, _on_elements(self.b, out))
+
     def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None],
-             lead: ir.Value | None = None) -> None:  # fmt: skip
+             lead: ir.Value | None = None, around: bool | ir.Value = False
+             ) -> None:  # fmt: skip
         """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked; with
-        a `lead`, first body(0, mask of the lead) and the full vectors from there."""
+        a `lead`, first body(0, mask of the lead) and the full vectors from there, stored
+        around the caches where `around` (`writes_around_caches`) holds."""
         b, lanes = self.b, self.lanes
         start: Dim = 0
         if lead is not None:
             body(const(0), vec.dynamic_mask(b, lanes, 0, lead))
             start = lead
         main = add(b, start, _floor(b, sub(b, n, start), lanes))
-        with for_range(b, start, main, lanes, name="v") as i:
-            body(i, None)
+        self._full_vectors(start, main, body, around if lead is not None else False)
         if isinstance(n, int) and isinstance(main, int):
             if n % lanes:
                 body(const(main), vec.static_mask(lanes, n % lanes))
@@ -121,6 +145,26 @@ class VectorLoops:
         rest = b.sub(as_value(b, n), as_value(b, main))
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
+
+    def _full_vectors(self, start: Dim, stop: Dim,
+                      body: Callable[[ir.Value, ir.Value | None], None],
+                      around: bool | ir.Value) -> None:  # fmt: skip
+        """body(i, None) for i = start, start + L, ... before stop; where `around` holds, in a
+        copy of the loop whose stores go around the caches, followed by a store fence."""
+        b, lanes = self.b, self.lanes
+        if around is False:
+            with for_range(b, start, stop, lanes, name="v") as i:
+                body(i, None)
+            return
+        with b.if_else(around) as (streaming, cached):
+            with streaming:
+                self._around_caches = True
+                with for_range(b, start, stop, lanes, name="nt") as i:
+                    body(i, None)
+                self._around_caches = False
+                vec.store_fence(b)
+            with cached, for_range(b, start, stop, lanes, name="v") as i:
+                body(i, None)
 
     def reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate],
                operand: Dim | None = None) -> list[ir.Value]:  # fmt: skip
@@ -233,7 +277,11 @@ class VectorLoops:
     def store(self, m: MemrefValue, offset: Dim, value: ir.Value, mask: ir.Value | None) -> None:
         element = m.type.element
         ptr = element_ptr(self.b, m.ptr, element, offset)
-        vec.store(self.b, vec.to_memory(self.b, value, element), ptr, mask, element.size)
+        memory = vec.to_memory(self.b, value, element)
+        if self._around_caches and mask is None:
+            vec.store_around_caches(self.b, memory, ptr, self.lanes * element.size)
+        else:
+            vec.store(self.b, memory, ptr, mask, element.size)
 
     def write(self, u: OutputUpdate, out: MemrefValue, offset: Dim, x: ir.Value,
               mask: ir.Value | None) -> None:  # fmt: skip
@@ -245,6 +293,13 @@ class VectorLoops:
             scaled = old if u.beta_is_one else b.fmul(old, vec.splat(b, u.beta, self.lanes))
             value = b.fadd(value, scaled)
         self.store(out, offset, value, mask)
+
+
+def _on_elements(b: ir.IRBuilder, stream: MemrefValue) -> ir.Value:
+    """Whether the stream's address is a multiple of its element size."""
+    address = b.ptrtoint(stream.ptr, ir.IntType(64))
+    size = stream.type.element.size
+    return b.icmp_unsigned("==", b.and_(address, const(size - 1)), const(0))
 
 
 def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
@@ -270,13 +325,17 @@ def axpby(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate)
     v = VectorLoops(e, u.compute)
     n = out.shape[0]
     if out.type.order == 1:
-        v.each(n, lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask), v.lead(n, out))
+        around = v.writes_around_caches(u, out, n, [a, out])
+        v.each(
+            n, lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask), v.lead(n, out), around
+        )  # fmt: skip
         return
+    around = v.writes_around_caches(u, out, mul(e.b, n, out.shape[1]), [a, out])
     with for_range(e.b, 0, out.shape[1], name="j") as j:
         a_col, out_col = _column(e, a, j), _column(e, out, j)
         v.each(
             n, lambda i, mask: v.write(u, out_col, i, v.load(a_col, i, mask), mask),
-            v.lead(n, out_col),
+            v.lead(n, out_col), around,
         )  # fmt: skip
 
 
@@ -284,10 +343,12 @@ def hadamard(
     e: FunctionEmitter, x: MemrefValue, y: MemrefValue, out: MemrefValue, u: OutputUpdate
 ) -> None:
     v = VectorLoops(e, u.compute)
+    n = out.shape[0]
     v.each(
-        out.shape[0],
+        n,
         lambda i, mask: v.write(u, out, i, e.b.fmul(v.load(x, i, mask), v.load(y, i, mask)), mask),
-        v.lead(out.shape[0], out),
+        v.lead(n, out),
+        v.writes_around_caches(u, out, n, [x, y, out]),
     )
 
 
@@ -402,6 +463,8 @@ def ger(
     in its own order, read and written once, while x stays in L1 or L2 (the order of BLAS
     ger kernels)."""
     v, b = VectorLoops(e, u.compute), e.b
+    # x is read from L1 or L2 once per column: C's bytes are what the loops move
+    around = v.writes_around_caches(u, out, mul(b, out.shape[0], out.shape[1]), [out])
     with for_range(b, 0, out.shape[1], name="j") as j:
         column = _column(e, out, j)
         scale = vec.splat(b, read(b, y, [j], u.compute), v.lanes)
@@ -409,7 +472,7 @@ def ger(
         def rows(i: ir.Value, mask: ir.Value | None, column: MemrefValue = column) -> None:
             v.write(u, column, i, b.fmul(v.load(x, i, mask), scale), mask)
 
-        v.each(out.shape[0], rows, v.lead(out.shape[0], column))
+        v.each(out.shape[0], rows, v.lead(out.shape[0], column), around)
 
 
 def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefValue,

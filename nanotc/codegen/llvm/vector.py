@@ -107,6 +107,20 @@ def store(
     intrinsic(b, name, ir.VoidType(), [value, ptr, ir.Constant(I32, align), mask])
 
 
+def store_around_caches(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int) -> None:
+    """A whole vector stored non-temporally (vmovntps, vmovntpd, vmovntdq) to an address
+    aligned to its bytes: to memory, without first reading the line into the caches. Such
+    stores are weakly ordered: a `store_fence` must follow them before another thread may
+    read what they wrote."""
+    stored = b.store(value, ptr, align=align)
+    stored.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+
+
+def store_fence(b: ir.IRBuilder) -> None:
+    """sfence: the non-temporal stores before it are visible before any store after it."""
+    intrinsic(b, "llvm.x86.sse.sfence", ir.VoidType(), [])
+
+
 def lane_pointers(
     b: ir.IRBuilder, base: ir.Value, element: ir.Type, stride: Dim, lanes: int
 ) -> ir.Value:
