@@ -118,11 +118,12 @@ class VectorLoops:
         False where that cannot hold."""
         if u.beta is not None:
             return False
-        moved = sum(stream.type.element.size for stream in streams)
-        least = math.ceil(WRITE_AROUND_L3_SHARE * self.e.state.target.l3_bytes / moved)
+        bytes_per_element = sum(stream.type.element.size for stream in streams)
+        share = WRITE_AROUND_L3_SHARE * self.e.state.target.l3_bytes
+        fewest = math.ceil(share / bytes_per_element)
         if isinstance(elements, int):
-            return _on_elements(self.b, out) if elements >= least else False
-        enough = self.b.icmp_signed(">=", elements, const(least))
+            return _on_elements(self.b, out) if elements >= fewest else False
+        enough = self.b.icmp_signed(">=", elements, const(fewest))
         return self.b.and_(enough, _on_elements(self.b, out))
 
     def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None],
