@@ -286,13 +286,17 @@ class VectorLoops:
 
     def write(self, u: OutputUpdate, out: MemrefValue, offset: Dim, x: ir.Value,
               mask: ir.Value | None) -> None:  # fmt: skip
-        """out[offset : offset+L] := alpha*x + beta*out (out not read when beta is 0)."""
+        """out[offset : offset+L] := alpha*x + beta*out (out not read when beta is 0); with
+        beta 1, alpha*x + out is one FMA where the target has it."""
         b = self.b
-        value = b.fmul(x, vec.splat(b, u.alpha, self.lanes))
-        if u.beta is not None:
+        alpha = vec.splat(b, u.alpha, self.lanes)
+        if u.beta is None:
+            value = b.fmul(x, alpha)
+        elif u.beta_is_one:
+            value = vec.fma(b, x, alpha, self.load(out, offset, mask), self.fused)
+        else:
             old = self.load(out, offset, mask)
-            scaled = old if u.beta_is_one else b.fmul(old, vec.splat(b, u.beta, self.lanes))
-            value = b.fadd(value, scaled)
+            value = b.fadd(b.fmul(x, alpha), b.fmul(old, vec.splat(b, u.beta, self.lanes)))
         self.store(out, offset, value, mask)
 
 
