@@ -13,22 +13,32 @@ from nanotc import targets
 SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
-def l1_data_cache() -> Path | None:
+def data_cache(wanted: int) -> Path | None:
     for index in sorted(SYSFS.glob("index*")):
         level, kind = (index / "level").read_text(), (index / "type").read_text()
-        if int(level) == 1 and kind.strip() != "Instruction":
+        if int(level) == wanted and kind.strip() != "Instruction":
             return index
     return None
 
 
-@pytest.mark.skipif(l1_data_cache() is None, reason="Linux reports no L1 data cache here")
+@pytest.mark.skipif(data_cache(1) is None, reason="Linux reports no L1 data cache here")
 def test_host_l1_matches_sysfs() -> None:
-    index = l1_data_cache()
+    index = data_cache(1)
     assert index is not None
     ways = int((index / "ways_of_associativity").read_text())
     size = (index / "size").read_text().strip()
     host = targets.host()
     assert host.l1_ways == ways and host.l1_bytes == int(size.rstrip("K")) * 1024
+
+
+@pytest.mark.skipif(data_cache(3) is None, reason="Linux reports no L3 cache here")
+def test_host_l3_matches_sysfs() -> None:
+    """The last level's size bounds where element-wise loops store around the caches."""
+    index = data_cache(3)
+    assert index is not None
+    size = (index / "size").read_text().strip()
+    unit = {"K": 1024, "M": 1024 * 1024}.get(size[-1], 1)
+    assert targets.host().l3_bytes == int(size.rstrip("KM")) * unit
 
 
 @pytest.mark.parametrize("reported", [None, "0", "", "fully", "K"])
