@@ -37,10 +37,12 @@ from nanotc.codegen.llvm.helpers import (
     add,
     as_value,
     carried_loop,
+    compare_extent,
     element_ptr,
     for_range,
     memref_element,
     mul,
+    on_element_boundary,
     read,
     sub,
 )
@@ -106,7 +108,7 @@ class VectorLoops:
         address = b.ptrtoint(stream.ptr, ir.IntType(64))
         bytes_to_boundary = b.and_(b.neg(address), const(boundary - 1))
         elements = b.udiv(bytes_to_boundary, const(size))
-        count = b.select(_on_elements(b, stream), elements, const(0))
+        count = b.select(on_element_boundary(b, stream), elements, const(0))
         return b.select(b.icmp_signed("<", count, as_value(b, n)), count, as_value(b, n))
 
     def writes_around_caches(self, u: OutputUpdate, out: MemrefValue, elements: Dim,
@@ -121,10 +123,11 @@ class VectorLoops:
         bytes_per_element = sum(stream.type.element.size for stream in streams)
         share = WRITE_AROUND_L3_SHARE * self.e.state.target.l3_bytes
         fewest = math.ceil(share / bytes_per_element)
-        if isinstance(elements, int):
-            return _on_elements(self.b, out) if elements >= fewest else False
-        enough = self.b.icmp_signed(">=", elements, const(fewest))
-        return self.b.and_(enough, _on_elements(self.b, out))
+        enough = compare_extent(self.b, ">=", elements, fewest)
+        if enough is False:
+            return False
+        aligned = on_element_boundary(self.b, out)
+        return aligned if enough is True else self.b.and_(enough, aligned)
 
     def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None],
              lead: ir.Value | None = None, around: bool | ir.Value = False
@@ -298,13 +301,6 @@ class VectorLoops:
             old = self.load(out, offset, mask)
             value = b.fadd(b.fmul(x, alpha), b.fmul(old, vec.splat(b, u.beta, self.lanes)))
         self.store(out, offset, value, mask)
-
-
-def _on_elements(b: ir.IRBuilder, stream: MemrefValue) -> ir.Value:
-    """Whether the stream's address is a multiple of its element size."""
-    address = b.ptrtoint(stream.ptr, ir.IntType(64))
-    size = stream.type.element.size
-    return b.icmp_unsigned("==", b.and_(address, const(size - 1)), const(0))
 
 
 def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:

@@ -65,6 +65,19 @@ def div(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
     return b.sdiv(as_value(b, x), as_value(b, y))
 
 
+def compare_extent(b: ir.IRBuilder, op: str, extent: Dim, bound: int) -> bool | ir.Value:
+    """`extent op bound` (op ">=" or "<="): a bool where the extent is static, else an i1."""
+    if isinstance(extent, int):
+        return extent >= bound if op == ">=" else extent <= bound
+    return b.icmp_signed(op, extent, const(bound))
+
+
+def on_element_boundary(b: ir.IRBuilder, m: MemrefValue) -> ir.Value:
+    """Whether m's address is a multiple of its element size (numpy allows other ones)."""
+    address = b.ptrtoint(m.ptr, I64)
+    return b.icmp_unsigned("==", b.and_(address, const(m.type.element.size - 1)), const(0))
+
+
 def linear_offset(b: ir.IRBuilder, indices: Sequence[Dim], strides: Sequence[Dim]) -> Dim:
     total: Dim = 0
     for i, s in zip(indices, strides):

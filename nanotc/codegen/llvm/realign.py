@@ -30,7 +30,7 @@ import functools
 from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
-from nanotc.codegen.llvm.helpers import as_value, intrinsic
+from nanotc.codegen.llvm.helpers import compare_extent, intrinsic, on_element_boundary
 from nanotc.codegen.llvm.types import I8, I32, I64, Dim, MemrefValue, const
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target
@@ -57,19 +57,13 @@ def pays(b: ir.IRBuilder, target: Target, stream: Dim, operand: Dim, element: Sc
     elements, pays (see the module docstring): the stream holds MIN_STREAM_BYTES or more,
     and the operand fits L2. A bool where both extents are static, else an i1."""
     conditions = [
-        _compare(b, ">=", stream, -(-MIN_STREAM_BYTES // element.size)),
-        _compare(b, "<=", operand, target.l2_bytes // element.size),
+        compare_extent(b, ">=", stream, -(-MIN_STREAM_BYTES // element.size)),
+        compare_extent(b, "<=", operand, target.l2_bytes // element.size),
     ]
     if False in conditions:
         return False
     dynamic = [c for c in conditions if c is not True]
     return functools.reduce(b.and_, dynamic) if dynamic else True
-
-
-def _compare(b: ir.IRBuilder, op: str, extent: Dim, bound: int) -> bool | ir.Value:
-    if isinstance(extent, int):
-        return {">=": extent >= bound, "<=": extent <= bound}[op]
-    return b.icmp_signed(op, as_value(b, extent), const(bound))
 
 
 class RealignedStream:
@@ -83,7 +77,7 @@ class RealignedStream:
         vector_bytes = self.lanes * size
         address = b.ptrtoint(stream.ptr, I64)
         offset = b.and_(address, const(vector_bytes - 1))  # bytes past the aligned vector
-        self.element_aligned = b.icmp_unsigned("==", b.and_(address, const(size - 1)), const(0))
+        self.element_aligned = on_element_boundary(b, stream)
         self.moved = b.icmp_unsigned("!=", offset, const(0))
         self.shift = b.lshr(offset, const(size.bit_length() - 1))
         # not `inbounds`: the aligned vector starts before the stream, maybe in another array
