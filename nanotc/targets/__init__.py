@@ -49,6 +49,10 @@ class Target:
     # memory bandwidth of one core in bytes per cycle, where measured (else 0): batch members
     # that would wait on it are left to the hardware prefetchers (`lowering.prefetch`)
     memory_bytes_per_cycle: float = 0.0
+    # width of the vectors that stream operands from memory fastest, where narrower than the
+    # registers (else 0): element-wise loops past L3 read and write vectors of this width
+    # (Zen 4: 256, 1.04-1.10x on copies, axpby and hadamard from memory)
+    stream_vector_bits: int = 0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -63,6 +67,11 @@ class Target:
     def lanes(self, t: ScalarType) -> int:
         """Elements of type t in one vector register."""
         return max(1, self.vector_bits // max(8, t.bits))
+
+    def stream_lanes(self, t: ScalarType) -> int:
+        """Elements of type t in the vectors that stream operands from memory fastest."""
+        bits = self.stream_vector_bits or self.vector_bits
+        return max(1, min(bits, self.vector_bits) // max(8, t.bits))
 
 
 AVX512 = Target(
@@ -142,9 +151,15 @@ def host() -> Target:
 
 # Rates measured per CPU (LLVM's name) with AVX-512, where they differ from the defaults.
 # Zen 4: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits (bench/peak.py:
-# 117 GFLOP/s f32 at 3.6 GHz), and 24 GB/s of memory bandwidth for one core.
+# 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, and streams from
+# memory 4-10% faster in 256-bit vectors than in 512-bit ones (docs/benchmarks.md).
 MEASURED_RATES: dict[str, dict[str, float | int]] = {
-    "znver4": {"fma_per_cycle": 1.0, "fma_unit_bits": 256, "memory_bytes_per_cycle": 6.7},
+    "znver4": {
+        "fma_per_cycle": 1.0,
+        "fma_unit_bits": 256,
+        "memory_bytes_per_cycle": 6.7,
+        "stream_vector_bits": 256,
+    },
 }
 
 

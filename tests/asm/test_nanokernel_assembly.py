@@ -12,7 +12,7 @@ import pytest
 
 import nanotc
 from nanotc.codegen import asm
-from nanotc.codegen.llvm.blas_vector import CHAINS, GEMV_COLUMNS
+from nanotc.codegen.llvm.blas_vector import CHAINS, FROM_MEMORY_L3_SHARE, GEMV_COLUMNS
 from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
 from nanotc.lowering.gemm_blocked import in_place_columns
 from nanotc.targets import Target, get
@@ -49,7 +49,7 @@ def blocked_site(text: str, target: Target) -> Site:
 
 
 @cache
-def assembly(text: str, target: str) -> str:
+def assembly(text: str, target: str | Target) -> str:
     return nanotc.compile(text, target=target).assembly()
 
 
@@ -633,7 +633,7 @@ def test_realigned_sums_load_whole_lines_and_permute(body: str) -> None:
 def test_beta_zero_outputs_have_a_loop_of_non_temporal_stores(target: str, register: str
                                                               ) -> None:  # fmt: skip
     """A copy (beta 0) has, beside its plain main loop, one whose full vectors go around the
-    caches (vmovntps, for outputs past WRITE_AROUND_L3_SHARE of L3, decided at run time),
+    caches (vmovntps, for outputs past PAST_L3_SHARE of L3, decided at run time),
     followed by a store fence; an axpby that reads its output (beta 0.5) has none."""
     v = "memref<f32x?>"
     copy = f"func @k(%x: {v}, %y: {v}) {{\n  axpby.n 1.0, %x, 0.0, %y : f32, {v}, f32, {v}\n}}"
@@ -667,6 +667,37 @@ def test_beta_one_updates_fuse_alpha_into_one_fma(body: str, multiplies: int) ->
         vectors = loop.count("vfmadd")
         assert loop.count("vmulps") == multiplies * vectors
         assert loop.count("vaddps") == 0
+
+
+STREAMING_AVX512 = replace(get("avx512"), name="avx512-stream-256", stream_vector_bits=256)
+FROM_MEMORY_FLOATS = int(FROM_MEMORY_L3_SHARE * STREAMING_AVX512.l3_bytes) // 4
+
+
+@pytest.mark.parametrize(
+    ("body", "mnemonic"),
+    [
+        ("hadamard 1.5, %x, %y, 1.0, %z : f32, {v}, {v}, f32, {v}", "vfmadd"),
+        ("sum.n 1.0, %x, 0.0, %s : f32, {v}, f32, memref<f32>", "vaddps"),
+    ],
+    ids=["hadamard", "sum"],
+)
+def test_loops_from_memory_use_the_targets_streaming_vectors(body: str, mnemonic: str) -> None:
+    """On an AVX-512 target that streams memory faster in 256-bit vectors (as Zen 4 does), a
+    dynamic extent has main loops on ymm registers, for operands of FROM_MEMORY_L3_SHARE of
+    L3 or more, beside the zmm ones; a static extent that large only the ymm ones. Nothing on
+    the stack."""
+
+    def register_classes(extent: str) -> set[str]:
+        v = f"memref<f32x{extent}>"
+        text = f"func @k(%x: {v}, %y: {v}, %z: {v}, %s: memref<f32>) {{\n  {body.format(v=v)}\n}}"
+        loops = asm.hot_loops(assembly(text, STREAMING_AVX512), "k", mnemonic)
+        assert all(loop.stack_accesses() == [] for loop in loops)
+        ops = [i for loop in loops for i in loop.instructions if i.startswith(mnemonic)]
+        return {re.findall(r"%([xyz]mm)", i)[-1] for i in ops}
+
+    assert register_classes("?") == {"ymm", "zmm"}
+    assert register_classes(str(FROM_MEMORY_FLOATS)) == {"ymm"}
+    assert register_classes(str(FROM_MEMORY_FLOATS // 4)) == {"zmm"}
 
 
 L2_FLOATS = get("avx512").l2_bytes // 4

@@ -15,11 +15,13 @@ import pytest
 import nanotc
 from nanotc.codegen.llvm.blas_vector import (
     CHAINS,
+    FROM_MEMORY_L3_SHARE,
     GEMV_COLUMNS,
     GEMV_N_COLUMNS,
-    WRITE_AROUND_L3_SHARE,
+    PAST_L3_SHARE,
 )
-from nanotc.targets import get
+from nanotc.ir.types import ScalarType
+from nanotc.targets import Target, get
 
 from .helpers import DTYPES as ELEMENT_DTYPES
 from .helpers import TARGETS, compiled, kernel_name
@@ -262,7 +264,7 @@ def test_elementwise_loops_give_the_same_bits_wherever_operands_lie(
 # Element-wise instructions whose output %y is not read (beta 0): (arguments and their
 # shapes, the instruction, its result in float64, the operands it streams: ger reads x from
 # cache, the in-place scaling reads and writes one), on targets whose L3 is small enough that
-# a few thousand elements pass WRITE_AROUND_L3_SHARE of it.
+# a few thousand elements pass PAST_L3_SHARE of it.
 WRITE_ONLY = {
     "copy": ({"a": "v", "y": "v"}, "axpby.n 1.0, %a, 0.0, %y : {t}, {v}, {t}, {v}",
              lambda a, y: a, 2),
@@ -285,7 +287,7 @@ COLUMNS_WRITTEN = 7
 @pytest.mark.parametrize("op", WRITE_ONLY)
 def test_outputs_past_l3_are_written_around_the_caches(op: str, ty: str, target: str, rng
                                                        ) -> None:  # fmt: skip
-    """Past WRITE_AROUND_L3_SHARE of L3, a beta-0 output's full vectors are stored
+    """Past PAST_L3_SHARE of L3, a beta-0 output's full vectors are stored
     non-temporally (aligned by the lead, then a store fence); below it, and at an odd byte
     offset (no lead), plainly. Every offset and size gives the same bits, and numpy's."""
     shapes, instruction, expect, streams = WRITE_ONLY[op]
@@ -298,7 +300,7 @@ def test_outputs_past_l3_are_written_around_the_caches(op: str, ty: str, target:
     kernel = compilation["k"]
     dtype = ELEMENT_DTYPES[ty]
     size = np.dtype(dtype).itemsize
-    threshold = int(SMALL_L3 * WRITE_AROUND_L3_SHARE / (size * streams))
+    threshold = int(SMALL_L3 * PAST_L3_SHARE / (size * streams))
     columns = COLUMNS_WRITTEN if shapes["y"] == "m" else 1
     for elements in (threshold - 3 * 64, threshold + 3 * 64 + 5):
         rows = elements // columns
@@ -394,3 +396,72 @@ func @hadamard(%x: {v}, %y: {v}) {{
         np.testing.assert_allclose(scaled, want_axpby, rtol=1e-6, err_msg=f"axpby, {n}")
         np.testing.assert_allclose(product, want_hadamard, rtol=1e-6, atol=1e-7,
                                    err_msg=f"hadamard, {n}")  # fmt: skip
+
+
+# Instructions whose loops narrow their vectors for operands from memory: (arguments and
+# their kinds, the instruction, its result in float64 from the operands and the old output,
+# the vectors of elements it streams).
+FROM_MEMORY = {
+    "hadamard": ({"a": "v", "x": "v", "y": "v"},
+                 "hadamard 2.0, %a, %x, 1.0, %y : {t}, {v}, {v}, {t}, {v}",
+                 lambda a, x, y: 2.0 * a * x + y, 3),
+    "axpby": ({"a": "v", "y": "v"}, "axpby.n 2.0, %a, 0.5, %y : {t}, {v}, {t}, {v}",
+              lambda a, y: 2.0 * a + 0.5 * y, 2),
+    "copy": ({"a": "v", "y": "v"}, "axpby.n 1.0, %a, 0.0, %y : {t}, {v}, {t}, {v}",
+             lambda a, y: a, 2),
+    "ger": ({"a": "v", "x": "c", "y": "m"}, "ger 2.0, %a, %x, 1.0, %y : {t}, {v}, {v}, {t}, {m}",
+            lambda a, x, y: 2.0 * np.outer(a, x) + y, 1),
+    "sum": ({"a": "v", "y": "s"}, "sum.n 2.0, %a, 0.5, %y : {t}, {v}, {t}, {s}",
+            lambda a, y: 2.0 * a.sum() + 0.5 * y, 1),
+    "column sums": ({"a": "m", "y": "c"}, "sum.t 2.0, %a, 0.5, %y : {t}, {m}, {t}, {v}",
+                    lambda a, y: 2.0 * a.sum(axis=0) + 0.5 * y, 1),
+}  # fmt: skip
+
+
+def _streaming(target: str, narrow: bool) -> Target:
+    """`target` with a small L3, streaming memory in vectors of half its width or its own."""
+    t = get(target)
+    return replace(t, l3_bytes=SMALL_L3, stream_vector_bits=t.vector_bits // 2 if narrow else 0)
+
+
+@pytest.mark.parametrize("target", ("host", "avx2"))
+@pytest.mark.parametrize("ty", ("f32", "f64", "bf16"))
+@pytest.mark.parametrize("op", FROM_MEMORY)
+def test_operands_from_memory_stream_in_narrower_vectors(op: str, ty: str, target: str, rng
+                                                         ) -> None:  # fmt: skip
+    """Past FROM_MEMORY_L3_SHARE of L3 the main loop reads and writes vectors of the
+    target's streaming width (half its registers here), decided at run time; below it full
+    ones. Element for element the same bits as full vectors everywhere; sums those bits below
+    it, and the same bits wherever their operand lies; numpy's result."""
+    shapes, instruction, expect, streams = FROM_MEMORY[op]
+    v, m, s = f"memref<{ty}x?>", f"memref<{ty}x?x?>", f"memref<{ty}>"
+    types = {"v": v, "c": v, "m": m, "s": s}
+    params = ", ".join(f"%{n}: {types[kind]}" for n, kind in shapes.items())
+    text = f"func @k({params}) {{\n  {instruction.format(t=ty, v=v, m=m, s=s)}\n}}"
+    narrow = nanotc.compile(text, target=_streaming(target, True), cache=False)
+    full = nanotc.compile(text, target=_streaming(target, False), cache=False)
+    lanes = get(target).lanes(ScalarType.F64 if ty == "f64" else ScalarType.F32)
+    element = "double" if ty == "f64" else "float"
+    assert f"<{lanes // 2} x {element}>" in narrow.llvm_ir
+    assert f"<{lanes // 2} x {element}>" not in full.llvm_ir
+    dtype = ELEMENT_DTYPES[ty]
+    size = np.dtype(dtype).itemsize
+    threshold = int(SMALL_L3 * FROM_MEMORY_L3_SHARE / (size * streams))
+    columns = COLUMNS_WRITTEN if "m" in shapes.values() else 1
+    for elements in (threshold - 3 * 64, threshold + 3 * 64 + 5):
+        rows = elements // columns
+        dims = {"v": (rows,), "c": (columns,), "m": (rows, columns), "s": ()}
+        values = {n: rng.uniform(-1, 1, dims[kind]).astype(dtype) for n, kind in shapes.items()}
+        results = []
+        for compilation, offset in ((narrow, 0), (narrow, 4), (narrow, 16), (full, 4)):
+            placed = {n: _placed(values[n], offset) for n in shapes}
+            compilation["k"](*placed.values(), group_size=1)
+            results.append(placed["y"].copy())
+        # the full vectors' partial sums round otherwise where the narrow ones run
+        compared = results if "sum" not in op or elements < threshold else results[:3]
+        for result in compared:
+            np.testing.assert_array_equal(result, results[0], err_msg=f"{rows} rows")
+        expected = expect(**{n: x.astype(np.float64) for n, x in values.items()})
+        tolerance = 1e-2 if ty == "bf16" else 1e-4
+        actual = np.asarray(results[0], dtype=np.float64)
+        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)

@@ -14,19 +14,25 @@ one masked vector of the elements before the main streamed operand's next bounda
 vector's bytes (`VectorLoops.lead`), so that its full vectors never straddle two cache lines:
 numpy's large arrays start 16 bytes past a line, and such split loads cost gemv.n up to half
 its rate from L1 and L2. Those that do not read their output (beta 0) and move more than L3
-holds store its full vectors around the caches (`VectorLoops.writes_around_caches`): no line
-is read before it is written. Reductions are not peeled: their partial sums would then depend on
+holds store its full vectors around the caches (`VectorLoops.streaming`): no line is read
+before it is written. Reductions are not peeled: their partial sums would then depend on
 where the operand lies, and a copy of the same data could sum to other bits. On AVX-512 the
 main loop of a sum over one long stream that fits L2 instead reads it as aligned vectors,
 permuted into the lanes unaligned loads would give (`realign`): the same sums, without
 straddling loads. Elsewhere (gemv.t, short columns, operands past L2) split loads measured
 faster.
+
+Element-wise loops and reductions whose operands come from memory (several L3s of them) use
+vectors of the target's streaming width where it is narrower than its registers: Zen 4
+streams from memory faster in 256-bit vectors than in 512-bit ones.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from llvmlite import ir
 
@@ -59,12 +65,27 @@ GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 p
 GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
 LINE_BYTES = 64
 PEEL_VECTORS = 4  # static extents shorter than this many vectors are not peeled
-# An element-wise loop that does not read its output (beta 0) stores its full vectors around
-# the caches once it moves this share of L3's bytes or more: there the output would not stay
-# cached anyway, and each line is written without first being read (docs/benchmarks.md).
-WRITE_AROUND_L3_SHARE = 0.75
+# An element-wise loop whose operands make this share of L3's bytes or more does not keep its
+# output cached anyway, so where it does not read it (beta 0) it stores its full vectors
+# around the caches, each line written without first being read (docs/benchmarks.md).
+PAST_L3_SHARE = 0.75
+# Operands of this many L3s or more come from memory: vectors of the target's streaming width
+# read them faster (Zen 4: 1.01-1.18x at 2-6 L3s; 0.9x at one L3, which still holds most).
+FROM_MEMORY_L3_SHARE = 2.0
 VectorOf = Callable[[MemrefValue], ir.Value]  # a stream's vector at the step's offset
 Accumulate = Callable[[ir.Value, VectorOf], ir.Value]  # (acc, vector_of) -> acc
+Body = Callable[[ir.Value, ir.Value | None], None]  # (offset, mask or None): one vector's work
+
+
+class Streaming(NamedTuple):
+    """How an element-wise loop's full vectors stream (each an i1, or a bool known at
+    compile time): `VectorLoops.streaming`."""
+
+    around: bool | ir.Value  # stored around the caches
+    narrow: bool | ir.Value  # in vectors of the target's streaming width
+
+
+CACHED = Streaming(False, False)
 
 
 def applies(inst: BlasInstruction, contiguous: list[tuple[MemrefValue, int]]) -> bool:
@@ -111,37 +132,50 @@ class VectorLoops:
         count = b.select(on_element_boundary(b, stream), elements, const(0))
         return b.select(b.icmp_signed("<", count, as_value(b, n)), count, as_value(b, n))
 
-    def writes_around_caches(self, u: OutputUpdate, out: MemrefValue, elements: Dim,
-                             streams: Sequence[MemrefValue]) -> bool | ir.Value:  # fmt: skip
-        """Whether a loop led to `out`'s vector boundary (`lead`) may store its full vectors
-        around the caches (`vec.store_around_caches`): `out` is not read (beta 0), lies on
-        its elements, so the lead aligns it, and `elements` of each of `streams` (every
-        operand read or written) make WRITE_AROUND_L3_SHARE of L3 or more. An i1, or
-        False where that cannot hold."""
-        if u.beta is not None:
-            return False
-        bytes_per_element = sum(stream.type.element.size for stream in streams)
-        share = WRITE_AROUND_L3_SHARE * self.e.state.target.l3_bytes
-        fewest = math.ceil(share / bytes_per_element)
-        enough = compare_extent(self.b, ">=", elements, fewest)
-        if enough is False:
-            return False
+    def streaming(self, u: OutputUpdate, out: MemrefValue, elements: Dim,
+                  streams: Sequence[MemrefValue]) -> Streaming:  # fmt: skip
+        """How the full vectors of a loop led to `out`'s vector boundary (`lead`) stream, for
+        `elements` of each of `streams` (every operand read or written): around the caches
+        past PAST_L3_SHARE of L3 where `out` is not read (beta 0) and lies on its elements,
+        so the lead aligns it; in the target's streaming width past FROM_MEMORY_L3_SHARE."""
+        narrow = self._streams_narrow(elements, streams)
+        past_l3 = self._past(PAST_L3_SHARE, elements, streams)
+        if past_l3 is False or u.beta is not None:
+            return Streaming(False, narrow)
         aligned = on_element_boundary(self.b, out)
-        return aligned if enough is True else self.b.and_(enough, aligned)
+        return Streaming(aligned if past_l3 is True else self.b.and_(past_l3, aligned), narrow)
 
-    def each(self, n: Dim, body: Callable[[ir.Value, ir.Value | None], None],
-             lead: ir.Value | None = None, around: bool | ir.Value = False
-             ) -> None:  # fmt: skip
+    def _streams_narrow(self, elements: Dim, streams: Sequence[MemrefValue]) -> bool | ir.Value:
+        """The target streams memory faster in narrower vectors, and `elements` of each of
+        `streams` make FROM_MEMORY_L3_SHARE of L3 or more."""
+        if self.e.state.target.stream_lanes(self.ct) >= self.lanes:
+            return False
+        return self._past(FROM_MEMORY_L3_SHARE, elements, streams)
+
+    def _past(self, share: float, elements: Dim, streams: Sequence[MemrefValue]) -> bool | ir.Value:
+        """`elements` of each of `streams` make `share` of L3's bytes or more."""
+        bytes_per_element = sum(stream.type.element.size for stream in streams)
+        fewest = math.ceil(share * self.e.state.target.l3_bytes / bytes_per_element)
+        return compare_extent(self.b, ">=", elements, fewest)
+
+    def splat(self, value: ir.Value) -> ir.Value:
+        """`value` in every lane of the vectors being emitted."""
+        return vec.splat(self.b, value, self.lanes)
+
+    def each(
+        self, n: Dim, body: Body, lead: ir.Value | None = None, streaming: Streaming = CACHED
+    ) -> None:
         """body(i, mask) for i = 0, L, 2L, ... covering n elements, the last one masked; with
-        a `lead`, first body(0, mask of the lead) and the full vectors from there, stored
-        around the caches where `around` (`writes_around_caches`) holds."""
+        a `lead`, first body(0, mask of the lead) and the full vectors from there, as
+        `streaming` (`streaming()`) says. The body reads the width of its vectors from
+        `lanes` and `type`, which narrow for the loops from memory."""
         b, lanes = self.b, self.lanes
         start: Dim = 0
         if lead is not None:
             body(const(0), vec.dynamic_mask(b, lanes, 0, lead))
             start = lead
         main = add(b, start, _floor(b, sub(b, n, start), lanes))
-        self._full_vectors(start, main, body, around if lead is not None else False)
+        self._full_vectors(start, main, body, streaming if lead is not None else CACHED)
         if isinstance(n, int) and isinstance(main, int):
             if n % lanes:
                 body(const(main), vec.static_mask(lanes, n % lanes))
@@ -150,40 +184,92 @@ class VectorLoops:
         with b.if_then(b.icmp_signed(">", rest, const(0))):
             body(as_value(b, main), vec.dynamic_mask(b, lanes, 0, rest))
 
-    def _full_vectors(self, start: Dim, stop: Dim,
-                      body: Callable[[ir.Value, ir.Value | None], None],
-                      around: bool | ir.Value) -> None:  # fmt: skip
-        """body(i, None) for i = start, start + L, ... before stop; where `around` holds, in a
-        copy of the loop whose stores go around the caches, followed by a store fence."""
-        b, lanes = self.b, self.lanes
-        if around is False:
-            with for_range(b, start, stop, lanes, name="v") as i:
-                body(i, None)
+    def _full_vectors(self, start: Dim, stop: Dim, body: Body, streaming: Streaming) -> None:
+        """body(i, None) for i from start to stop (a whole number of vectors apart), in
+        vectors of the target's streaming width where `streaming.narrow` holds."""
+        if streaming.narrow is False:
+            self._stored(start, stop, body, streaming.around)
             return
-        with b.if_else(around) as (streaming, cached):
-            with streaming:
-                self._around_caches = True
-                with for_range(b, start, stop, lanes, name="nt") as i:
-                    body(i, None)
-                self._around_caches = False
-                vec.store_fence(b)
-            with cached, for_range(b, start, stop, lanes, name="v") as i:
-                body(i, None)
+        if streaming.narrow is True:
+            with self._streaming_width():
+                self._stored(start, stop, body, streaming.around)
+            return
+        with self.b.if_else(streaming.narrow) as (from_memory, cached):
+            with from_memory, self._streaming_width():
+                self._stored(start, stop, body, streaming.around)
+            with cached:
+                self._stored(start, stop, body, streaming.around)
+
+    def _stored(self, start: Dim, stop: Dim, body: Body, around: bool | ir.Value) -> None:
+        """The loop of `_full_vectors`, in a copy whose stores go around the caches, followed
+        by a store fence, where `around` holds."""
+        if around is False:
+            self._vector_loop(start, stop, body, "v")
+            return
+        with self.b.if_else(around) as (then, otherwise):
+            with then:
+                self._around_caches_loop(start, stop, body)
+            with otherwise:
+                self._vector_loop(start, stop, body, "v")
+
+    def _around_caches_loop(self, start: Dim, stop: Dim, body: Body) -> None:
+        self._around_caches = True
+        self._vector_loop(start, stop, body, "nt")
+        self._around_caches = False
+        vec.store_fence(self.b)
+
+    def _vector_loop(self, start: Dim, stop: Dim, body: Body, name: str) -> None:
+        with for_range(self.b, start, stop, self.lanes, name=name) as i:
+            body(i, None)
+
+    @contextmanager
+    def _streaming_width(self) -> Iterator[None]:
+        """`lanes` and `type` of the target's streaming vectors while the loop is emitted."""
+        full = self.lanes, self.type
+        self.lanes = self.e.state.target.stream_lanes(self.ct)
+        self.type = vec.vector_type(register_type(self.ct), self.lanes)
+        try:
+            yield
+        finally:
+            self.lanes, self.type = full
 
     def reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate],
                operand: Dim | None = None) -> list[ir.Value]:  # fmt: skip
         """One scalar per step: the sum over n elements that `step(acc, vector_of)` adds to a
         vector of partial sums, reading vectors of `streams`. Each step keeps CHAINS //
         len(steps) independent partial sums in the main loop, so that the adds overlap rather
-        than wait for each other. Where a stream can be realigned (`realign`) and that pays
-        for its length and the `operand` it is read from (elements; the stream alone when
-        None), the main loop reads it with aligned loads and stops a vector earlier."""
+        than wait for each other. Where the `operand` the streams are read from (elements;
+        the streams alone when None) makes FROM_MEMORY_L3_SHARE of L3, the vectors are of the
+        target's streaming width; else, where a stream can be realigned (`realign`) and that
+        pays, the main loop reads it with aligned loads and stops a vector earlier. The choice
+        depends on n and `operand` only, so the same data always sums to the same bits."""
+        elements = n if operand is None else operand
+        narrow = self._streams_narrow(elements, streams)
+        if narrow is False:
+            return self._reduce(n, streams, steps, elements)
+        if narrow is True:
+            with self._streaming_width():
+                return self._reduce(n, streams, steps, None)
+        b = self.b
+        with b.if_else(narrow) as (streamed, cached):
+            with streamed, self._streaming_width():
+                from_memory = self._reduce(n, streams, steps, None), b.block
+            with cached:
+                from_caches = self._reduce(n, streams, steps, elements), b.block
+        return _merged(b, from_memory, from_caches)
+
+    def _reduce(self, n: Dim, streams: list[MemrefValue], steps: Sequence[Accumulate],
+                operand: Dim | None) -> list[ir.Value]:  # fmt: skip
+        """`reduce` in vectors of the current width, realigned where that pays for the
+        `operand` (never where None)."""
         b, lanes, target = self.b, self.lanes, self.e.state.target
         chains = max(1, CHAINS // len(steps))
         wide = lanes * chains
         main = _floor(b, n, lanes)
-        pays = realign.applies(target, streams, self.ct) and realign.pays(
-            b, target, n, n if operand is None else operand, self.ct
+        pays = (
+            operand is not None
+            and realign.applies(target, streams, self.ct)
+            and realign.pays(b, target, n, operand, self.ct)
         )
         realigned = pays is not False
         rest = (
@@ -253,17 +339,10 @@ class VectorLoops:
         with b.if_else(chosen) as (then, otherwise):
             with then:
                 out = carried_loop(b, 0, stop, step_size, [*init, a.first()], realigned, name="ra")
-                from_realigned, realigned_end = out[: len(init)], b.block
+                from_realigned = out[: len(init)], b.block
             with otherwise:
-                from_plain = carried_loop(b, 0, stop, step_size, init, unrolled, name="r")
-                plain_end = b.block
-        merged = []
-        for x, y in zip(from_realigned, from_plain):
-            phi = b.phi(x.type)
-            phi.add_incoming(x, realigned_end)
-            phi.add_incoming(y, plain_end)
-            merged.append(phi)
-        return merged
+                from_plain = carried_loop(b, 0, stop, step_size, init, unrolled, name="r"), b.block
+        return _merged(b, from_realigned, from_plain)
 
     def _tail(self, n: Dim, main: Dim) -> ir.Value | None:
         """The mask of the last, partial vector (all lanes off when there is none at run
@@ -292,20 +371,32 @@ class VectorLoops:
         """out[offset : offset+L] := alpha*x + beta*out (out not read when beta is 0); with
         beta 1, alpha*x + out is one FMA where the target has it."""
         b = self.b
-        alpha = vec.splat(b, u.alpha, self.lanes)
+        alpha = self.splat(u.alpha)
         if u.beta is None:
             value = b.fmul(x, alpha)
         elif u.beta_is_one:
             value = vec.fma(b, x, alpha, self.load(out, offset, mask), self.fused)
         else:
             old = self.load(out, offset, mask)
-            value = b.fadd(b.fmul(x, alpha), b.fmul(old, vec.splat(b, u.beta, self.lanes)))
+            value = b.fadd(b.fmul(x, alpha), b.fmul(old, self.splat(u.beta)))
         self.store(out, offset, value, mask)
 
 
 def _floor(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
     """n rounded down to a multiple of `multiple`."""
     return n - n % multiple if isinstance(n, int) else sub(b, n, b.srem(n, const(multiple)))
+
+
+def _merged(b: ir.IRBuilder, *branches: tuple[list[ir.Value], ir.Block]) -> list[ir.Value]:
+    """The values of whichever branch ran, each branch (its values, its last block) having
+    just joined."""
+    merged = []
+    for values in zip(*(values for values, _ in branches)):
+        phi = b.phi(values[0].type)
+        for value, (_, block) in zip(values, branches):
+            phi.add_incoming(value, block)
+        merged.append(phi)
+    return merged
 
 
 def _at_least_zero(b: ir.IRBuilder, n: Dim) -> Dim:
@@ -326,17 +417,18 @@ def axpby(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate)
     v = VectorLoops(e, u.compute)
     n = out.shape[0]
     if out.type.order == 1:
-        around = v.writes_around_caches(u, out, n, [a, out])
+        streaming = v.streaming(u, out, n, [a, out])
         v.each(
-            n, lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask), v.lead(n, out), around
+            n, lambda i, mask: v.write(u, out, i, v.load(a, i, mask), mask), v.lead(n, out),
+            streaming,
         )  # fmt: skip
         return
-    around = v.writes_around_caches(u, out, mul(e.b, n, out.shape[1]), [a, out])
+    streaming = v.streaming(u, out, mul(e.b, n, out.shape[1]), [a, out])
     with for_range(e.b, 0, out.shape[1], name="j") as j:
         a_col, out_col = _column(e, a, j), _column(e, out, j)
         v.each(
             n, lambda i, mask: v.write(u, out_col, i, v.load(a_col, i, mask), mask),
-            v.lead(n, out_col), around,
+            v.lead(n, out_col), streaming,
         )  # fmt: skip
 
 
@@ -349,7 +441,7 @@ def hadamard(
         n,
         lambda i, mask: v.write(u, out, i, e.b.fmul(v.load(x, i, mask), v.load(y, i, mask)), mask),
         v.lead(n, out),
-        v.writes_around_caches(u, out, n, [x, y, out]),
+        v.streaming(u, out, n, [x, y, out]),
     )
 
 
@@ -465,15 +557,15 @@ def ger(
     ger kernels)."""
     v, b = VectorLoops(e, u.compute), e.b
     # x is read from L1 or L2 once per column: C's bytes are what the loops move
-    around = v.writes_around_caches(u, out, mul(b, out.shape[0], out.shape[1]), [out])
+    streaming = v.streaming(u, out, mul(b, out.shape[0], out.shape[1]), [out])
     with for_range(b, 0, out.shape[1], name="j") as j:
         column = _column(e, out, j)
-        scale = vec.splat(b, read(b, y, [j], u.compute), v.lanes)
+        scale = read(b, y, [j], u.compute)
 
         def rows(i: ir.Value, mask: ir.Value | None, column: MemrefValue = column) -> None:
-            v.write(u, column, i, b.fmul(v.load(x, i, mask), scale), mask)
+            v.write(u, column, i, b.fmul(v.load(x, i, mask), v.splat(scale)), mask)
 
-        v.each(out.shape[0], rows, v.lead(out.shape[0], column), around)
+        v.each(out.shape[0], rows, v.lead(out.shape[0], column), streaming)
 
 
 def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefValue,
