@@ -50,8 +50,8 @@ class Target:
     # that would wait on it are left to the hardware prefetchers (`lowering.prefetch`)
     memory_bytes_per_cycle: float = 0.0
     # width of the vectors that stream operands from memory fastest, where narrower than the
-    # registers (else 0): element-wise loops past L3 read and write vectors of this width
-    # (Zen 4: 256, 1.04-1.10x on copies, axpby and hadamard from memory)
+    # registers (else 0): element-wise loops and reductions over operands of two L3s or more
+    # use it (`codegen/llvm/blas_vector.py`; Zen 4: 256, 1.01-1.18x from memory)
     stream_vector_bits: int = 0
 
     @property

@@ -275,6 +275,7 @@ def test_host_takes_the_rates_measured_for_its_cpu() -> None:
     assert host().fma_per_cycle == rates.get("fma_per_cycle", 2.0)
     assert host().memory_bytes_per_cycle == rates.get("memory_bytes_per_cycle", 0.0)
     assert host().fma_unit_bits == rates.get("fma_unit_bits", 0)
+    assert host().stream_vector_bits == rates.get("stream_vector_bits", 0)
 
 
 def test_every_member_is_prefetched_where_memory_bandwidth_is_unknown() -> None:

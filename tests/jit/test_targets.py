@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from nanotc import targets
+from nanotc.ir.types import ScalarType
 
 SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -69,3 +70,13 @@ def test_narrow_fma_pays_only_on_units_narrower_than_the_vectors() -> None:
     assert not avx512.narrow_fma_pays
     assert not replace(avx512, fma_unit_bits=512).narrow_fma_pays
     assert not replace(targets.get("avx2"), fma_unit_bits=256).narrow_fma_pays
+
+
+def test_stream_lanes_are_the_streaming_width_where_narrower_than_the_vectors() -> None:
+    """`stream_vector_bits` narrows the vectors of loops from memory; 0 (unknown) or a width
+    past the registers leaves them full."""
+    avx512, f32, f64 = targets.get("avx512"), ScalarType.F32, ScalarType.F64
+    assert replace(avx512, stream_vector_bits=256).stream_lanes(f32) == 8
+    assert replace(avx512, stream_vector_bits=256).stream_lanes(f64) == 4
+    assert avx512.stream_lanes(f32) == avx512.lanes(f32) == 16
+    assert replace(targets.get("avx2"), stream_vector_bits=512).stream_lanes(f64) == 4
