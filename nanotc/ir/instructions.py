@@ -395,6 +395,23 @@ class BlasInstruction(Instruction):
     def output(self) -> Value:
         raise NotImplementedError
 
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        """Pairs of operand modes whose extents must be equal, for operands of the orders the
+        checker requires."""
+        raise NotImplementedError
+
+
+Mode = tuple[Value, int]  # an operand and one of its modes
+
+
+def _order(v: Value) -> int:
+    return v.type.order if isinstance(v.type, MemRefType) else 0
+
+
+def _op_modes(m: Value, trans: Transpose) -> tuple[Mode, Mode]:
+    """The modes of matrix m that op(m) has as rows and columns."""
+    return ((m, 1), (m, 0)) if trans is Transpose.T else ((m, 0), (m, 1))
+
 
 class Axpby(BlasInstruction):
     """B := alpha * op(A) + beta * B"""
@@ -413,6 +430,11 @@ class Axpby(BlasInstruction):
 
     def output(self) -> Value:
         return self.b
+
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        if _order(self.a) == 2:
+            return list(zip(_op_modes(self.a, self.trans), ((self.b, 0), (self.b, 1))))
+        return [((self.a, 0), (self.b, 0))]
 
 
 class Gemm(BlasInstruction):
@@ -435,6 +457,10 @@ class Gemm(BlasInstruction):
     def output(self) -> Value:
         return self.c
 
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        (m, k), (k2, n) = _op_modes(self.a, self.trans_a), _op_modes(self.b, self.trans_b)
+        return [(k, k2), (m, (self.c, 0)), (n, (self.c, 1))]
+
 
 class Gemv(BlasInstruction):
     """c := alpha * op(A) b + beta * c"""
@@ -455,6 +481,10 @@ class Gemv(BlasInstruction):
     def output(self) -> Value:
         return self.c
 
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        m, k = _op_modes(self.a, self.trans_a)
+        return [(k, (self.b, 0)), (m, (self.c, 0))]
+
 
 class Ger(BlasInstruction):
     """C := alpha * a b^T + beta * C"""
@@ -473,6 +503,9 @@ class Ger(BlasInstruction):
 
     def output(self) -> Value:
         return self.c
+
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        return [((self.a, 0), (self.c, 0)), ((self.b, 0), (self.c, 1))]
 
 
 class Hadamard(BlasInstruction):
@@ -494,6 +527,9 @@ class Hadamard(BlasInstruction):
     def output(self) -> Value:
         return self.c
 
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        return [((self.a, 0), (self.c, 0)), ((self.b, 0), (self.c, 0))]
+
 
 class Sum(BlasInstruction):
     """b := alpha * op(A) 1 + beta * b (matrix A), b := alpha * sum(a) + beta * b (vector a)"""
@@ -512,6 +548,11 @@ class Sum(BlasInstruction):
 
     def output(self) -> Value:
         return self.b
+
+    def matching_modes(self) -> list[tuple[Mode, Mode]]:
+        if _order(self.a) == 2:
+            return [(_op_modes(self.a, self.trans)[0], (self.b, 0))]
+        return []  # a vector's sum is a scalar
 
 
 LANGUAGE: tuple[type[Instruction], ...] = (
