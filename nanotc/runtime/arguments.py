@@ -34,6 +34,7 @@ import numpy as np
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
+from nanotc.runtime.extents import SameExtent, same_extents
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
 from nanotc.runtime.writes import (
     DisjointPair,
@@ -179,6 +180,7 @@ class ArgumentBinder:
         ]
         self.disjoint = disjoint_pairs(func)
         self.written = written_parameters(func)
+        self.same_extents = same_extents(func)
 
     def __call__(self, args: Sequence[Any], group_size: int) -> list[BoundArgument]:
         binders = self._binders
@@ -193,7 +195,25 @@ class ArgumentBinder:
             self._check_writeable(index, where, bound[index])
         for pair in self.disjoint:
             self._check_disjoint(pair, bound)
+        for same in self.same_extents:
+            self._check_same_extent(same, bound)
         return bound
+
+    def _check_same_extent(self, same: SameExtent, bound: Sequence[BoundArgument]) -> None:
+        """ArgumentError at the second argument if its mode's size is not the first's."""
+        (first, first_mode), (second, second_mode) = same.first, same.second
+        x, y = bound[first], bound[second]
+        if not (isinstance(x, MemrefView) and isinstance(y, MemrefView)):
+            return
+        expected = x.shape[first_mode]
+        if y.shape[second_mode] != expected:
+            name = self._names[first]
+            raise ArgumentError(
+                self._names[second],
+                f"size {expected} in mode {second_mode}, as argument %{name} has in mode "
+                f"{first_mode} ({same.where} pairs their elements)",
+                _describe(y.array),
+            )
 
     def _check_writeable(self, index: int, where: str, argument: BoundArgument) -> None:
         """ArgumentError if the kernel would write an array numpy marks read-only, or one

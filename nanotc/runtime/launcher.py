@@ -182,7 +182,9 @@ class KnownLayouts:
     (`nanotc.runtime.writes`): an array it writes must be writeable, tested here too, and
     arrays that must not share memory have their byte ranges compared here; ranges that meet
     take the binding path, which tests the arrays exactly (a launch of a gemm on three arrays
-    pays 0.3-0.4 us of its 3.3 for the comparison, 0.1-0.2 for the writeable test)."""
+    pays 0.3-0.4 us of its 3.3 for the comparison, 0.1-0.2 for the writeable test). Sizes
+    the kernel pairs (`nanotc.runtime.extents`) are compared too: layouts known one by one
+    may not fit together."""
 
     _KEPT = 64  # layouts remembered per parameter before the memory is reset
 
@@ -203,6 +205,7 @@ class KnownLayouts:
         self._disjoint = tuple(
             (p.output, p.operand, data_slot[p.output], data_slot[p.operand]) for p in bind.disjoint
         )
+        self._same_extents = tuple((e.first, e.second) for e in bind.same_extents)
 
     def slot_values(self, args: Sequence[Any]) -> list[int] | None:
         """The launch's slot values, or None if binding has to look at an argument."""
@@ -230,6 +233,9 @@ class KnownLayouts:
         for index in self._written:
             if not args[index].flags.writeable:
                 return None
+        for (x, x_mode), (y, y_mode) in self._same_extents:
+            if args[x].shape[x_mode] != args[y].shape[y_mode]:
+                return None  # layouts known apart, not together: binding reports it
         for output, operand, output_slot, operand_slot in self._disjoint:
             x, y = spans[output], spans[operand]
             if x is None or y is None:

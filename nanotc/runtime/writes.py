@@ -75,7 +75,7 @@ def written_parameters(func: Function) -> dict[int, str]:
             continue
         param = _parameter_of(target, params)
         if param is not None:
-            written.setdefault(param, _where(inst))
+            written.setdefault(param, instruction_site(inst))
     return written
 
 
@@ -90,7 +90,7 @@ def disjoint_pairs(func: Function) -> tuple[DisjointPair, ...]:
         output = _parameter_of(inst.output(), params)
         if output is None:
             continue
-        where = _where(inst)
+        where = instruction_site(inst)
         for value in inst.inputs():
             operand = _parameter_of(value, params)
             if operand is not None and operand != output:
@@ -109,7 +109,8 @@ def _transposing_axpby(inst: Instruction) -> bool:
     )
 
 
-def _where(inst: Instruction) -> str:
+def instruction_site(inst: Instruction) -> str:
+    """An instruction as error messages name it: `the gemm at 7.5`."""
     return f"the {inst.name}" + (f" at {inst.loc.begin}" if inst.loc else "")
 
 

@@ -12,6 +12,8 @@ import itertools
 import numpy as np
 import pytest
 
+from nanotc.runtime.arguments import ArgumentError
+
 from .blas_cases import INSTRUCTIONS, LAYOUTS, STATIC_LAYOUTS, Case, declare, depth_of, run_case
 from .helpers import SHAPES, TARGETS, check, compiled
 
@@ -287,15 +289,30 @@ def test_groups_split_over_two_threads(kind: str, rng) -> None:
     ids=lambda x: x if isinstance(x, str) else "",
 )
 def test_reference_refuses_mismatched_dynamic_shapes(kind: str, shapes) -> None:
-    """Dynamic sizes that disagree are undefined behaviour (the native code would read out of
-    bounds): the oracle raises instead of broadcasting a size-1 operand into a result."""
-    from nanotc.reference import EvaluationError
-
+    """Dynamic sizes that disagree would make the native code read out of bounds: a launch
+    refuses parameters' arrays that disagree (`nanotc.runtime.extents`), in the oracle as
+    natively, instead of broadcasting a size-1 operand into a result."""
     from .helpers import random_array, run_reference
 
     n = operands(kind)
     case = Case(kind, ("n", "n"), ("f64",) * n, "f64", ("dynamic",) * n)
     rng = np.random.default_rng(0)
     arrays = [random_array(rng, shape, "f64") for shape in shapes]
-    with pytest.raises(EvaluationError, match="incompatible shapes"):
+    with pytest.raises(ArgumentError, match="expected size"):
         run_reference(case.text(), [*arrays, np.float64(1), np.float64(0)])
+
+
+def test_reference_refuses_computed_sizes_that_disagree() -> None:
+    """Sizes the program computes (slices) are not known at launch: the oracle raises where
+    they meet an instruction that pairs them."""
+    from nanotc.reference import EvaluationError
+
+    from .helpers import run_reference
+
+    v = "memref<f64x?>"
+    text = f"""func @k(%x: {v}, %y: {v}, %n: index) {{
+    %xs = subview %x[0:%n] : {v}
+    axpby.n 1.0, %xs, 0.0, %y : f64, {v}, f64, {v}
+}}"""
+    with pytest.raises(EvaluationError, match="incompatible shapes"):
+        run_reference(text, [np.zeros(8), np.zeros(5), 3])

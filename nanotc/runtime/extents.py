@@ -1,0 +1,71 @@
+"""What a kernel's collective instructions ask of its arguments' sizes: the operand modes an
+instruction pairs element for element must be equally long.
+
+The checker compares the static extents of those modes (`BlasInstruction.matching_modes`);
+a dynamic one (`?`) is only known at launch, and the native code trusts it: an axpby of a
+4-element x into a 10^8-element y would read far past x. `same_extents` derives, once per
+kernel, the pairs of parameter modes that such operands are whole views of: the parameter
+itself, or a subview that keeps the mode whole (`:`), as a batch's `subview %A[:, :, %g]`
+keeps A's first two. Binding then compares the arrays' sizes (`nanotc.runtime.arguments`
+raises the error). Modes reached otherwise (a slice `0:%n`, an expand, a group's members)
+are not tested: the program's own arithmetic decides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nanotc.ir.core import Function, walk
+from nanotc.ir.instructions import BlasInstruction, Mode, Subview
+from nanotc.ir.types import DYNAMIC, MemRefType
+from nanotc.ir.values import Constant, OpResult
+from nanotc.runtime.writes import instruction_site
+
+ParameterMode = tuple[int, int]  # a parameter's index and one of its modes
+
+
+@dataclass(frozen=True)
+class SameExtent:
+    """Mode `first[1]` of parameter `first[0]` and mode `second[1]` of parameter `second[0]`
+    must have equal sizes: `where` pairs their elements."""
+
+    first: ParameterMode
+    second: ParameterMode
+    where: str
+
+
+def same_extents(func: Function) -> tuple[SameExtent, ...]:
+    """One entry per pair of distinct parameter modes that a collective instruction pairs,
+    where at least one of them is dynamic."""
+    params = {id(p): i for i, p in enumerate(func.arguments)}
+    pairs: dict[tuple[ParameterMode, ParameterMode], SameExtent] = {}
+    for inst in walk(func.body):
+        if not isinstance(inst, BlasInstruction):
+            continue
+        for x, y in inst.matching_modes():
+            if DYNAMIC not in (x[0].type.shape[x[1]], y[0].type.shape[y[1]]):
+                continue
+            first, second = _parameter_mode(x, params), _parameter_mode(y, params)
+            if first is not None and second is not None and first != second:
+                pairs.setdefault((first, second), SameExtent(first, second, instruction_site(inst)))
+    return tuple(pairs.values())
+
+
+def _parameter_mode(mode: Mode, params: dict[int, int]) -> ParameterMode | None:
+    """The memref parameter and its mode that `mode` of a value is whole, through subviews
+    that keep it whole; None where it is not."""
+    value, index = mode
+    while id(value) not in params:
+        owner = value.owner if isinstance(value, OpResult) else None
+        if not isinstance(owner, Subview):
+            return None
+        kept = [m for m, size in enumerate(owner.sizes) if size is not None]
+        source_mode = kept[index]
+        offset, size = owner.offsets[source_mode], owner.sizes[source_mode]
+        starts_at_zero = isinstance(offset, Constant) and offset.value == 0
+        if not (starts_at_zero and isinstance(size, Constant) and size.is_wildcard):
+            return None
+        value, index = owner.source, source_mode
+    if not isinstance(value.type, MemRefType):
+        return None
+    return params[id(value)], index

@@ -1,0 +1,119 @@
+"""What a kernel's collective instructions ask of a launch's sizes: operand modes an
+instruction pairs element for element are equally long. The checker compares static extents;
+dynamic ones are compared at launch, on the parameters the operands are whole views of, before
+any native code runs (a mismatch would make it read or write past an array), and the same way
+by the reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nanotc.check import load
+from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.extents import SameExtent, same_extents
+
+from .helpers import compiled, run_reference
+
+V, M = "memref<f32x?>", "memref<f32x?x?>"
+
+# kernel text, argument shapes that fit, and for a mismatch: (argument, shape) to give
+# instead and the message's argument, its expected size and mode, the argument it follows
+CASES = {
+    "axpby": (f"axpby.n 1.0, %x, 0.0, %y : f32, {V}, f32, {V}", {"x": (5,), "y": (5,)},
+              ("y", (7,)), ("y", 5, 0, "x")),
+    "axpby.t": (f"axpby.t 1.0, %A, 0.0, %B : f32, {M}, f32, {M}",
+                {"A": (3, 5), "B": (5, 3)}, ("B", (5, 4)), ("B", 3, 1, "A")),
+    "hadamard": (f"hadamard 1.0, %x, %y, 0.0, %z : f32, {V}, {V}, f32, {V}",
+                 {"x": (6,), "y": (6,), "z": (6,)}, ("x", (2,)), ("z", 2, 0, "x")),
+    "sum.n": (f"sum.n 1.0, %A, 0.0, %y : f32, {M}, f32, {V}", {"A": (4, 3), "y": (4,)},
+              ("y", (3,)), ("y", 4, 0, "A")),
+    "sum.t": (f"sum.t 1.0, %A, 0.0, %y : f32, {M}, f32, {V}", {"A": (4, 3), "y": (3,)},
+              ("y", (4,)), ("y", 3, 0, "A")),
+    "gemv.n": (f"gemv.n 1.0, %A, %x, 0.0, %y : f32, {M}, {V}, f32, {V}",
+               {"A": (4, 3), "x": (3,), "y": (4,)}, ("x", (9,)), ("x", 3, 0, "A")),
+    "gemv.t": (f"gemv.t 1.0, %A, %x, 0.0, %y : f32, {M}, {V}, f32, {V}",
+               {"A": (4, 3), "x": (4,), "y": (3,)}, ("y", (4,)), ("y", 3, 0, "A")),
+    "ger": (f"ger 1.0, %x, %y, 0.0, %A : f32, {V}, {V}, f32, {M}",
+            {"x": (4,), "y": (3,), "A": (4, 3)}, ("A", (4, 8)), ("A", 3, 1, "y")),
+    "gemm.n.n": (f"gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {M}, {M}, f32, {M}",
+                 {"A": (4, 3), "B": (3, 2), "C": (4, 2)}, ("B", (5, 2)), ("B", 3, 0, "A")),
+    "gemm.t.t": (f"gemm.t.t 1.0, %A, %B, 0.0, %C : f32, {M}, {M}, f32, {M}",
+                 {"A": (3, 4), "B": (2, 3), "C": (4, 2)}, ("C", (4, 6)), ("C", 2, 1, "B")),
+}  # fmt: skip
+
+
+def _kernel_text(instruction: str, shapes: dict[str, tuple[int, ...]]) -> str:
+    params = ", ".join(f"%{n}: {V if len(s) == 1 else M}" for n, s in shapes.items())
+    return f"func @k({params}) {{\n    {instruction}\n}}"
+
+
+def _arrays(shapes: dict[str, tuple[int, ...]], rng) -> list[np.ndarray]:
+    return [np.asfortranarray(rng.uniform(-1, 1, s).astype(np.float32)) for s in shapes.values()]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_dynamic_extents_that_disagree_are_refused_at_launch(case: str, rng) -> None:
+    """Sizes that fit launch; one mode off is refused naming the argument, the size and mode
+    it must have, the argument it pairs with and the instruction, natively and by the
+    reference evaluator alike."""
+    instruction, shapes, (changed, shape), (name, size, mode, other) = CASES[case]
+    text = _kernel_text(instruction, shapes)
+    kernel = compiled(text)["k"]
+    kernel(*_arrays(shapes, rng), group_size=1)
+    wrong = _arrays({**shapes, changed: shape}, rng)
+    message = (
+        f"argument %{name}: expected size {size} in mode {mode}, as argument %{other} has"
+        f" in mode .* \\(the {case.split('.')[0]} at 2.5 pairs their elements\\)"
+    )
+    with pytest.raises(ArgumentError, match=message):
+        kernel(*wrong, group_size=1)
+    with pytest.raises(ArgumentError, match=message):
+        run_reference(text, wrong)
+
+
+def test_a_mismatch_of_layouts_each_seen_before_is_refused_too(rng) -> None:
+    """A launch whose arrays each have a layout an earlier launch bound skips binding; it
+    still compares the sizes the kernel pairs (4 against 10^7 elements would read 40 MB past
+    x)."""
+    text = _kernel_text(CASES["axpby"][0], {"x": (4,), "y": (4,)})
+    kernel = compiled(text)["k"]
+    small, large = (np.zeros(4, np.float32),) * 2, (np.zeros(10**7, np.float32),) * 2
+    kernel(small[0], small[1].copy(), group_size=1)
+    kernel(large[0], large[1].copy(), group_size=1)
+    with pytest.raises(ArgumentError, match="argument %y: expected size 4 in mode 0"):
+        kernel(small[0], large[1].copy(), group_size=1)
+
+
+BATCHED = """func @batched(%A: memref<f32x?x?x?>, %B: memref<f32x?x?x?>, %C: memref<f32x?x?x?>) {
+    %g = group_id
+    %a = subview %A[:, :, %g] : memref<f32x?x?x?>
+    %b = subview %B[:, :, %g] : memref<f32x?x?x?>
+    %c = subview %C[:, :, %g] : memref<f32x?x?x?>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x?x?>, memref<f32x?x?>, f32, memref<f32x?x?>
+}"""
+
+
+def test_whole_modes_of_subviews_are_compared_and_slices_left_to_the_program(rng) -> None:
+    """A batch's members (`subview %A[:, :, %g]`) pair modes 0 and 1 of the parameters; the
+    batch mode is not paired. A slice (`0:%n`) decides its own size, so arrays of other
+    lengths launch."""
+    assert same_extents(load(BATCHED).function("batched")) == (
+        SameExtent((0, 1), (1, 0), "the gemm at 6.5"),
+        SameExtent((0, 0), (2, 0), "the gemm at 6.5"),
+        SameExtent((1, 1), (2, 1), "the gemm at 6.5"),
+    )
+    kernel = compiled(BATCHED)["batched"]
+    a, b, c = (np.zeros(s, np.float32, order="F") for s in ((4, 3, 2), (3, 5, 2), (4, 5, 2)))
+    kernel(a, b, c, group_size=2)
+    with pytest.raises(ArgumentError, match="argument %C: expected size 5 in mode 1"):
+        kernel(a, b, np.zeros((4, 6, 2), np.float32, order="F"), group_size=2)
+    sliced = f"""func @k(%x: {V}, %y: {V}, %n: index) {{
+    %xs = subview %x[0:%n] : {V}
+    %ys = subview %y[0:%n] : {V}
+    axpby.n 1.0, %xs, 0.0, %ys : f32, {V}, f32, {V}
+}}"""
+    assert same_extents(load(sliced).function("k")) == ()
+    x, y = rng.uniform(-1, 1, 9).astype(np.float32), np.zeros(5, np.float32)
+    compiled(sliced)["k"](x, y, 5, group_size=1)
+    np.testing.assert_array_equal(y, x[:5])
