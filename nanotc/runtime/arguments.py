@@ -34,7 +34,7 @@ import numpy as np
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
-from nanotc.runtime.extents import SameExtent, same_extents
+from nanotc.runtime.extents import ParameterMode, SameExtent, same_extents
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
 from nanotc.runtime.writes import (
     DisjointPair,
@@ -196,24 +196,34 @@ class ArgumentBinder:
         for pair in self.disjoint:
             self._check_disjoint(pair, bound)
         for same in self.same_extents:
-            self._check_same_extent(same, bound)
+            self._check_same_extent(same, bound, group_size)
         return bound
 
-    def _check_same_extent(self, same: SameExtent, bound: Sequence[BoundArgument]) -> None:
-        """ArgumentError at the second argument if its mode's size is not the first's."""
-        (first, first_mode), (second, second_mode) = same.first, same.second
-        x, y = bound[first], bound[second]
-        if not (isinstance(x, MemrefView) and isinstance(y, MemrefView)):
+    def _check_same_extent(self, same: SameExtent, bound: Sequence[BoundArgument],
+                           group_size: int) -> None:  # fmt: skip
+        """ArgumentError if the two modes' sizes differ (for group members, member by member
+        over the launch's work-groups), at the second argument, or at the member where a
+        group's member differs from an array."""
+        kept, blamed = same.first, same.second
+        if kept.member and not blamed.member:
+            kept, blamed = blamed, kept
+        expected = _sizes(bound[kept.param], kept, group_size)
+        got = _sizes(bound[blamed.param], blamed, group_size)
+        if expected is None or got is None:
             return
-        expected = x.shape[first_mode]
-        if y.shape[second_mode] != expected:
-            name = self._names[first]
-            raise ArgumentError(
-                self._names[second],
-                f"size {expected} in mode {second_mode}, as argument %{name} has in mode "
-                f"{first_mode} ({same.where} pairs their elements)",
-                _describe(y.array),
-            )
+        differ = np.flatnonzero(expected != got)
+        if not differ.size:
+            return
+        i = int(differ[0])
+        argument = bound[blamed.param]
+        array = argument.member(i).array if isinstance(argument, GroupView) else argument.array
+        raise ArgumentError(
+            self._names[blamed.param],
+            f"size {expected[min(i, expected.size - 1)]} in {_mode_label(blamed, i)}, as"
+            f" argument %{self._names[kept.param]} has in {_mode_label(kept, i)}"
+            f" ({same.where} pairs their elements)",
+            _describe(array),
+        )
 
     def _check_writeable(self, index: int, where: str, argument: BoundArgument) -> None:
         """ArgumentError if the kernel would write an array numpy marks read-only, or one
@@ -270,6 +280,21 @@ def _parameter_binder(name: str, t: Type, indexed_by_group_id: bool) -> Paramete
             return lambda value, group_size: bind_group(name, t, value, group_size)
         return lambda value, _: bind_group(name, t, value)
     raise TypeError(f"parameter %{name} of type {t} cannot be launched")
+
+
+def _sizes(argument: BoundArgument, place: ParameterMode, group_size: int) -> np.ndarray | None:
+    """The sizes of a parameter mode: one for an array, one per work-group's member for a
+    group (None where the argument is neither)."""
+    if isinstance(argument, MemrefView) and not place.member:
+        return np.array([argument.shape[place.mode]])
+    if isinstance(argument, GroupView) and place.member:
+        return argument.shapes[:group_size, place.mode]
+    return None
+
+
+def _mode_label(place: ParameterMode, member: int) -> str:
+    """`mode 1` of an array, `mode 1 of member 3` of a group's member."""
+    return f"mode {place.mode}" + (f" of member {member}" if place.member else "")
 
 
 def groups_indexed_by_group_id(func: Function) -> frozenset[int]:

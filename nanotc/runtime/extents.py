@@ -6,9 +6,11 @@ a dynamic one (`?`) is only known at launch, and the native code trusts it: an a
 4-element x into a 10^8-element y would read far past x. `same_extents` derives, once per
 kernel, the pairs of parameter modes that such operands are whole views of: the parameter
 itself, or a subview that keeps the mode whole (`:`), as a batch's `subview %A[:, :, %g]`
-keeps A's first two. Binding then compares the arrays' sizes (`nanotc.runtime.arguments`
-raises the error). Modes reached otherwise (a slice `0:%n`, an expand, a group's members)
-are not tested: the program's own arithmetic decides them.
+keeps A's first two, or the work-group's member of a group (`load %G[%g]` with `%g =
+group_id`), whose sizes are compared member by member over the launch's work-groups.
+Binding then compares the arrays' sizes (`nanotc.runtime.arguments` raises the error). Modes
+reached otherwise (a slice `0:%n`, an expand, a member picked by another index) are not
+tested: the program's own arithmetic decides them.
 """
 
 from __future__ import annotations
@@ -16,18 +18,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nanotc.ir.core import Function, walk
-from nanotc.ir.instructions import BlasInstruction, Mode, Subview
-from nanotc.ir.types import DYNAMIC, MemRefType
+from nanotc.ir.instructions import BlasInstruction, Load, Mode, Subview, is_group_id
+from nanotc.ir.types import DYNAMIC, GroupType, MemRefType
 from nanotc.ir.values import Constant, OpResult
 from nanotc.runtime.writes import instruction_site
 
-ParameterMode = tuple[int, int]  # a parameter's index and one of its modes
+
+@dataclass(frozen=True)
+class ParameterMode:
+    """Mode `mode` of parameter `param`: of its array, or where `member`, of the member of its
+    group that each work-group loads (its group id's)."""
+
+    param: int
+    mode: int
+    member: bool = False
 
 
 @dataclass(frozen=True)
 class SameExtent:
-    """Mode `first[1]` of parameter `first[0]` and mode `second[1]` of parameter `second[0]`
-    must have equal sizes: `where` pairs their elements."""
+    """The two parameter modes must have equal sizes: `where` pairs their elements."""
 
     first: ParameterMode
     second: ParameterMode
@@ -52,12 +61,16 @@ def same_extents(func: Function) -> tuple[SameExtent, ...]:
 
 
 def _parameter_mode(mode: Mode, params: dict[int, int]) -> ParameterMode | None:
-    """The memref parameter and its mode that `mode` of a value is whole, through subviews
-    that keep it whole; None where it is not."""
+    """The parameter mode that `mode` of a value is whole, through subviews that keep it
+    whole and a load of the work-group's member of a group; None where it is not."""
     value, index = mode
+    member = False
     while id(value) not in params:
         owner = value.owner if isinstance(value, OpResult) else None
-        if not isinstance(owner, Subview):
+        if isinstance(owner, Load) and not member and is_group_id(owner.indices[0]):
+            value, member = owner.source, True
+            continue
+        if not isinstance(owner, Subview) or member:
             return None
         kept = [m for m, size in enumerate(owner.sizes) if size is not None]
         source_mode = kept[index]
@@ -66,6 +79,5 @@ def _parameter_mode(mode: Mode, params: dict[int, int]) -> ParameterMode | None:
         if not (starts_at_zero and isinstance(size, Constant) and size.is_wildcard):
             return None
         value, index = owner.source, source_mode
-    if not isinstance(value.type, MemRefType):
-        return None
-    return params[id(value)], index
+    kind = GroupType if member else MemRefType
+    return ParameterMode(params[id(value)], index, member) if isinstance(value.type, kind) else None

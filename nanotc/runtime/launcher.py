@@ -205,7 +205,11 @@ class KnownLayouts:
         self._disjoint = tuple(
             (p.output, p.operand, data_slot[p.output], data_slot[p.operand]) for p in bind.disjoint
         )
-        self._same_extents = tuple((e.first, e.second) for e in bind.same_extents)
+        self._same_extents = tuple(
+            (e.first.param, e.first.mode, e.second.param, e.second.mode)
+            for e in bind.same_extents
+            if not (e.first.member or e.second.member)  # groups take the binding path
+        )
 
     def slot_values(self, args: Sequence[Any]) -> list[int] | None:
         """The launch's slot values, or None if binding has to look at an argument."""
@@ -233,7 +237,7 @@ class KnownLayouts:
         for index in self._written:
             if not args[index].flags.writeable:
                 return None
-        for (x, x_mode), (y, y_mode) in self._same_extents:
+        for x, x_mode, y, y_mode in self._same_extents:
             if args[x].shape[x_mode] != args[y].shape[y_mode]:
                 return None  # layouts known apart, not together: binding reports it
         for output, operand, output_slot, operand_slot in self._disjoint:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from nanotc.check import load
-from nanotc.runtime.arguments import ArgumentError
-from nanotc.runtime.extents import SameExtent, same_extents
+from nanotc.runtime.arguments import ArgumentError, Group
+from nanotc.runtime.extents import ParameterMode, SameExtent, same_extents
 
 from .helpers import compiled, run_reference
 
@@ -98,10 +98,11 @@ def test_whole_modes_of_subviews_are_compared_and_slices_left_to_the_program(rng
     """A batch's members (`subview %A[:, :, %g]`) pair modes 0 and 1 of the parameters; the
     batch mode is not paired. A slice (`0:%n`) decides its own size, so arrays of other
     lengths launch."""
+    at = "the gemm at 6.5"
     assert same_extents(load(BATCHED).function("batched")) == (
-        SameExtent((0, 1), (1, 0), "the gemm at 6.5"),
-        SameExtent((0, 0), (2, 0), "the gemm at 6.5"),
-        SameExtent((1, 1), (2, 1), "the gemm at 6.5"),
+        SameExtent(ParameterMode(0, 1), ParameterMode(1, 0), at),
+        SameExtent(ParameterMode(0, 0), ParameterMode(2, 0), at),
+        SameExtent(ParameterMode(1, 1), ParameterMode(2, 1), at),
     )
     kernel = compiled(BATCHED)["batched"]
     a, b, c = (np.zeros(s, np.float32, order="F") for s in ((4, 3, 2), (3, 5, 2), (4, 5, 2)))
@@ -117,3 +118,39 @@ def test_whole_modes_of_subviews_are_compared_and_slices_left_to_the_program(rng
     x, y = rng.uniform(-1, 1, 9).astype(np.float32), np.zeros(5, np.float32)
     compiled(sliced)["k"](x, y, 5, group_size=1)
     np.testing.assert_array_equal(y, x[:5])
+
+
+GROUPS = """func @grouped(%A: group<memref<f32x?x?>>, %B: memref<f32x?x?>,
+                       %C: group<memref<f32x?x?>, offset: ?>) {
+    %g = group_id
+    %a = load %A[%g] : group<memref<f32x?x?>>
+    %c = load %C[%g] : group<memref<f32x?x?>, offset: ?>
+    gemm.n.n 1.0, %a, %B, 1.0, %c : f32, memref<f32x?x?>, memref<f32x?x?>, f32, memref<f32x?x?>
+}"""
+
+
+def test_group_members_are_compared_member_by_member(rng) -> None:
+    """Each work-group's member of a group (`load %A[%g]`) pairs with the same member of
+    another group, or with a whole array (a member that differs from it is the one named),
+    over the launch's work-groups only: members past group_size may have any size."""
+    pairs = same_extents(load(GROUPS).function("grouped"))
+    assert ParameterMode(0, 1, member=True) in {p.first for p in pairs}
+    kernel = compiled(GROUPS)["grouped"]
+
+    def members(*shapes: tuple[int, int]) -> list[np.ndarray]:
+        return [np.asfortranarray(rng.uniform(-1, 1, s).astype(np.float32)) for s in shapes]
+
+    b = members((3, 2))[0]
+    a, c = members((4, 3), (5, 3), (2, 3)), members((4, 2), (5, 2), (2, 2))
+    kernel(a, b, Group(c), group_size=3)
+    kernel(a + members((9, 9)), b, Group(c), group_size=3)  # member 3 is not launched
+    with pytest.raises(
+        ArgumentError,
+        match=r"argument %C: expected size 5 in mode 0 of member 1, as argument %A has in mode"
+        r" 0 of member 1 \(the gemm at 6\.5 pairs their elements\), got float32 array of"
+        r" shape \(6, 2\)",
+    ):
+        kernel(a, b, Group(members((4, 2), (6, 2), (2, 2))), group_size=3)
+    with pytest.raises(ArgumentError, match="argument %A: expected size 3 in mode 1 of member"
+                       " 2, as argument %B has in mode 0"):  # fmt: skip
+        kernel(members((4, 3), (5, 3), (2, 4)), b, Group(c), group_size=3)
