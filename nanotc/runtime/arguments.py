@@ -205,6 +205,10 @@ class ArgumentBinder:
         over the launch's work-groups), at the second argument, or at the member where a
         group's member differs from an array."""
         kept, blamed = same.first, same.second
+        x, y = bound[kept.param], bound[blamed.param]
+        arrays = isinstance(x, MemrefView) and isinstance(y, MemrefView)
+        if arrays and x.shape[kept.mode] == y.shape[blamed.mode]:  # the common case, cheaply
+            return
         if kept.member and not blamed.member:
             kept, blamed = blamed, kept
         expected = _sizes(bound[kept.param], kept, group_size)
