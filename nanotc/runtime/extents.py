@@ -67,10 +67,10 @@ def _parameter_mode(mode: Mode, params: dict[int, int]) -> ParameterMode | None:
     member = False
     while id(value) not in params:
         owner = value.owner if isinstance(value, OpResult) else None
-        if isinstance(owner, Load) and not member and is_group_id(owner.indices[0]):
+        if isinstance(owner, Load) and is_group_id(owner.indices[0]):
             value, member = owner.source, True
             continue
-        if not isinstance(owner, Subview) or member:
+        if not isinstance(owner, Subview):
             return None
         kept = [m for m, size in enumerate(owner.sizes) if size is not None]
         source_mode = kept[index]
