@@ -310,6 +310,20 @@ def test_small_tile_loads_all_of_c_before_storing() -> None:
     assert max(masked_loads) < min(masked_stores)
 
 
+def test_one_vector_tile_keeps_a_resident_and_streams_c_by_column_groups() -> None:
+    """f32 16^3 on AVX-512 (`GemmNanokernel.column_group`): A's 16 vectors loaded once for
+    both groups of eight columns, the first group's columns of C stored before the second
+    group's FMAs, and nothing spilled."""
+    (loop,) = check_hot_loops(batched_gemm("f32", 16, 16, 16), "avx512")
+    lines = loop.instructions
+    fmas = [n for n, line in enumerate(lines) if line.startswith("vfmadd")]
+    stores = [n for n, line in enumerate(lines) if re.match(r"vmovups\t%zmm\d+, ", line)]
+    loads = [line for line in lines if re.match(r"vmovups\t\S*\(", line)]
+    assert len(fmas) == 256 and len(stores) == 16
+    assert len(loads) <= 32  # A's 16 vectors and at most C's 16 columns: A is not reloaded
+    assert stores[7] < fmas[128] and stores[8] > fmas[-1]
+
+
 def test_whole_vector_tiles_accumulate_onto_c() -> None:
     """C := C + A B on whole vectors starts the accumulators from C: no adds of C after the
     K loop."""

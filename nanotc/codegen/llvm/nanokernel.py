@@ -91,7 +91,9 @@ def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
 
 
 class NanokernelEmitter:
-    def __init__(self, e: FunctionEmitter, p: GemmNanokernel, inst: TileGemm | TileBatchGemm):
+    def __init__(self, e: FunctionEmitter, p: GemmNanokernel, inst: TileGemm | TileBatchGemm,
+                 first_column: int = 0):  # fmt: skip
+        """`first_column`: where the columns of `p` start in the tile (a group of them)."""
         self.e = e
         self.b = e.b
         self.p = p
@@ -103,7 +105,7 @@ class NanokernelEmitter:
             vec.vector_type(register_type(p.compute), p.vector_lanes(v)) for v in range(p.vectors)
         ]
         self.row = e.dim(inst.row)
-        self.col = e.dim(inst.col)
+        self.col = add(e.b, e.dim(inst.col), first_column)
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
         # without masks: only C's rows end at `rows`
@@ -159,7 +161,19 @@ class NanokernelEmitter:
         return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
 
     # -- the K loop ----------------------------------------------------------------------------
-    def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
+    def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
+        """A's vectors of every k (`GemmNanokernel.column_group`), loaded once for the
+        tile's column groups."""
+        a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
+        a_base = element_ptr(self.b, a.ptr, a.type.element, mul(self.b, self.row, a.stride[a_rows]))
+        return [
+            [self._load_a(a, a_base, None, a.stride[a_k], k, v) for v in range(self.p.vectors)]
+            for k in range(a.shape[a_k])
+        ]
+
+    def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue,
+                   resident: list[list[ir.Value]] | None = None) -> Accumulators:  # fmt: skip
+        """acc + the tile's A B, over K; A's vectors from `resident` where given."""
         if self.p.dot:
             return self._accumulate_pairs(acc, a, bm)
         b, p = self.b, self.p
@@ -181,9 +195,14 @@ class NanokernelEmitter:
                 self._prefetch_a(a, a_base, a.stride[a_k], k)
             for share in shares:
                 share.prefetch(b, k)
-            a_vectors = [
-                self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v) for v in range(p.vectors)
-            ]
+            a_vectors = (
+                resident[k]  # type: ignore[index] - resident only with K unrolled
+                if resident is not None
+                else [
+                    self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v)
+                    for v in range(p.vectors)
+                ]
+            )
             out = list(acc)
             for j, base in enumerate(b_bases):
                 scalar = load_scalar(
@@ -331,7 +350,7 @@ class NanokernelEmitter:
         for view, write in inst.next_views():
             lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
-            per_step = lines_per_step(lines, inst.mr * inst.nr, m * n, depth)
+            per_step = lines_per_step(lines, inst.mr * self.p.columns, m * n, depth)
             shares.append(_LineShare(self.e.value(view).ptr, first, per_step, lines - 1, write))
         return shares
 
@@ -625,9 +644,25 @@ def _tile_gemm(e: FunctionEmitter, inst: TileGemm) -> None:
     schedule_barrier(e.b)
     a, bm, c = (own_base_register(e.b, e.value(x)) for x in (inst.a, inst.b, inst.c))
     kernel.prefetch_c(c)
-    acc = kernel.accumulate(kernel.initial(c), a, bm)
-    kernel.epilogue(acc, c)
+    if kernel.p.column_group:
+        _column_groups(e, inst, kernel, (a, bm, c))
+    else:
+        kernel.epilogue(kernel.accumulate(kernel.initial(c), a, bm), c)
     schedule_barrier(e.b)
+
+
+def _column_groups(e: FunctionEmitter, inst: TileGemm, kernel: NanokernelEmitter,
+                   operands: tuple[MemrefValue, MemrefValue, MemrefValue]) -> None:  # fmt: skip
+    """The tile with A resident: its columns `column_group` at a time, each group a kernel
+    of its own on A's vectors loaded once."""
+    a, bm, c = operands
+    p = kernel.p
+    resident = kernel.resident_a(a)
+    for first in range(0, p.columns, p.column_group):
+        columns = min(p.column_group, p.columns - first)
+        group = dataclasses.replace(p, columns=columns, column_group=0)
+        sub = NanokernelEmitter(e, group, inst, first_column=first)
+        sub.epilogue(sub.accumulate(sub.initial(c), a, bm, resident), c)
 
 
 @emits(TileBatchGemm)
