@@ -555,11 +555,14 @@ class _PairLoads:
         return unpacked + [self._interleaved(k, v, second) for v in rest]
 
     def _panel_pairs(self, k: ir.Value, v: int) -> ir.Value:
-        """From a VNNI panel, as they are (an odd K's last pair is zero-padded there)."""
+        """From a VNNI panel, as they are (an odd K's last pair is zero-padded there), in
+        the lanes the vector computes in (a narrowed last one's own: the panel holds whole
+        vectors)."""
         b = self.b
         offset = add(b, mul(b, b.udiv(k, const(2)), self.a_k_stride), 2 * v * self.p.lanes)
         ptr = element_ptr(b, self.a_base, ScalarType.BF16, offset)
-        return b.load(ptr, typ=self.pairs, align=4)
+        lanes = vec.vector_type(I32, self.p.compute_lanes(v))
+        return b.load(ptr, typ=lanes, align=4)
 
     def _unpacked(self, k: ir.Value, q: int, second: bool) -> list[ir.Value]:
         """Vectors 2q and 2q + 1: their 2 * lanes rows of columns k and k+1, loaded whole
