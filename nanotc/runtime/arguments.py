@@ -34,7 +34,13 @@ import numpy as np
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
-from nanotc.runtime.extents import ParameterMode, SameExtent, same_extents
+from nanotc.runtime.extents import (
+    GroupIndexed,
+    ParameterMode,
+    SameExtent,
+    group_indexed_modes,
+    same_extents,
+)
 from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
 from nanotc.runtime.writes import (
     DisjointPair,
@@ -181,6 +187,7 @@ class ArgumentBinder:
         self.disjoint = disjoint_pairs(func)
         self.written = written_parameters(func)
         self.same_extents = same_extents(func)
+        self.group_indexed = group_indexed_modes(func)
 
     def __call__(self, args: Sequence[Any], group_size: int) -> list[BoundArgument]:
         binders = self._binders
@@ -197,7 +204,22 @@ class ArgumentBinder:
             self._check_disjoint(pair, bound)
         for same in self.same_extents:
             self._check_same_extent(same, bound, group_size)
+        for indexed in self.group_indexed:
+            self._check_group_indexed(indexed, bound[indexed.param], group_size)
         return bound
+
+    def _check_group_indexed(self, indexed: GroupIndexed, argument: BoundArgument,
+                             group_size: int) -> None:  # fmt: skip
+        """ArgumentError if the mode holds fewer elements than the launch has work-groups."""
+        assert isinstance(argument, MemrefView)  # a memref parameter's
+        if argument.shape[indexed.mode] >= group_size:
+            return
+        raise ArgumentError(
+            self._names[indexed.param],
+            f"at least {group_size} elements in mode {indexed.mode} ({indexed.where} indexes"
+            f" it by group_id, in each of the launch's {group_size} work-groups)",
+            _describe(argument.array),
+        )
 
     def _check_same_extent(self, same: SameExtent, bound: Sequence[BoundArgument],
                            group_size: int) -> None:  # fmt: skip

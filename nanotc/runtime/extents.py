@@ -11,14 +11,19 @@ group_id`), whose sizes are compared member by member over the launch's work-gro
 Binding then compares the arrays' sizes (`nanotc.runtime.arguments` raises the error). Modes
 reached otherwise (a slice `0:%n`, an expand, a member picked by another index) are not
 tested: the program's own arithmetic decides them.
+
+Likewise `group_indexed_modes` finds the parameter modes that every work-group indexes by its
+own id (`subview %A[:, :, %g]`, `load` or `store` at `%g`, in the function's body itself,
+not under an `if` or a `for`): they must hold at least as many elements as the launch has
+work-groups, or the last work-groups would read and write past the array.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanotc.ir.core import Function, walk
-from nanotc.ir.instructions import BlasInstruction, Load, Mode, Subview, is_group_id
+from nanotc.ir.core import Function, Instruction, walk
+from nanotc.ir.instructions import BlasInstruction, Load, Mode, Store, Subview, is_group_id
 from nanotc.ir.types import DYNAMIC, GroupType, MemRefType
 from nanotc.ir.values import Constant, OpResult
 from nanotc.runtime.writes import instruction_site
@@ -40,6 +45,15 @@ class SameExtent:
 
     first: ParameterMode
     second: ParameterMode
+    where: str
+
+
+@dataclass(frozen=True)
+class GroupIndexed:
+    """Every work-group indexes mode `mode` of memref parameter `param` by its id (`where`)."""
+
+    param: int
+    mode: int
     where: str
 
 
@@ -81,3 +95,35 @@ def _parameter_mode(mode: Mode, params: dict[int, int]) -> ParameterMode | None:
         value, index = owner.source, source_mode
     kind = GroupType if member else MemRefType
     return ParameterMode(params[id(value)], index, member) if isinstance(value.type, kind) else None
+
+
+def group_indexed_modes(func: Function) -> tuple[GroupIndexed, ...]:
+    """The memref parameter modes (of the parameter, or kept whole by subviews) that an
+    instruction every work-group runs indexes by `group_id`."""
+    params = {id(p): i for i, p in enumerate(func.arguments)}
+    found: dict[tuple[int, int], GroupIndexed] = {}
+    for inst in func.body.instructions:
+        for mode in _modes_indexed_by_group_id(inst):
+            place = _parameter_mode(mode, params)
+            if place is not None and not place.member:
+                key = (place.param, place.mode)
+                found.setdefault(key, GroupIndexed(*key, instruction_site(inst)))
+    return tuple(found.values())
+
+
+def _modes_indexed_by_group_id(inst: Instruction) -> list[Mode]:
+    """The modes of a memref that `inst` indexes (a subview's dropped modes, a load's or a
+    store's indices) by `group_id`."""
+    if isinstance(inst, Subview):
+        indexed = zip(inst.offsets, inst.sizes)
+        return [
+            (inst.source, m)
+            for m, (at, size) in enumerate(indexed)
+            if size is None and is_group_id(at)
+        ]
+    source = (
+        inst.source if isinstance(inst, Load) else inst.target if isinstance(inst, Store) else None
+    )
+    if source is None or not isinstance(source.type, MemRefType):
+        return []
+    return [(source, m) for m, at in enumerate(inst.indices) if is_group_id(at)]

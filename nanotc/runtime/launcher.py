@@ -65,7 +65,7 @@ class Kernel:
         threads = default_threads() if num_threads is None else num_threads
         plain = type(group_size) is int and type(threads) is int
         if plain and 0 <= group_size <= _MAX_GROUPS and threads >= 1:
-            values = self._known.slot_values(args)
+            values = self._known.slot_values(args, group_size)
             if values is not None:  # every argument of a layout bound before: no binding
                 buffer = self._buffers.take(values)
                 try:
@@ -210,8 +210,9 @@ class KnownLayouts:
             for e in bind.same_extents
             if not (e.first.member or e.second.member)  # groups take the binding path
         )
+        self._group_indexed = tuple((g.param, g.mode) for g in bind.group_indexed)
 
-    def slot_values(self, args: Sequence[Any]) -> list[int] | None:
+    def slot_values(self, args: Sequence[Any], group_size: int) -> list[int] | None:
         """The launch's slot values, or None if binding has to look at an argument."""
         if not self._enabled or len(args) != self._count:
             return None
@@ -240,6 +241,9 @@ class KnownLayouts:
         for x, x_mode, y, y_mode in self._same_extents:
             if args[x].shape[x_mode] != args[y].shape[y_mode]:
                 return None  # layouts known apart, not together: binding reports it
+        for index, mode in self._group_indexed:
+            if args[index].shape[mode] < group_size:
+                return None  # fewer elements than work-groups: binding reports it
         for output, operand, output_slot, operand_slot in self._disjoint:
             x, y = spans[output], spans[operand]
             if x is None or y is None:

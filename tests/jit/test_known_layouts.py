@@ -28,7 +28,7 @@ def test_known_layouts_still_read_each_launchs_arrays_and_scalars() -> None:
         alpha = float(launch + 1)
         kernel(alpha, x, y, group_size=1, num_threads=1 + launch % 2)
         np.testing.assert_array_equal(y, alpha * x)
-    assert kernel._known.slot_values((2.0, x, y)) is not None  # the layout is known by now
+    assert kernel._known.slot_values((2.0, x, y), 1) is not None  # the layout is known by now
 
 
 def test_a_new_size_of_a_known_dtype_gets_its_own_slots() -> None:
@@ -119,7 +119,7 @@ def test_python_numbers_take_the_quick_slot_path_with_bindings_bits_and_errors(t
         values = [0, 1, -1, 2, 127, 128, -129, 2**15, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63),
                   2**64, *rng.integers(-(2**40), 2**40, 50).tolist()]  # fmt: skip
     for value in values:
-        slots = kernel._known.slot_values((value, y))
+        slots = kernel._known.slot_values((value, y), 1)
         try:
             expected = arguments.bind_scalar("a", kernel.function.arguments[0].type, value)
         except ArgumentError:

@@ -1,8 +1,8 @@
-"""What a kernel's collective instructions ask of a launch's sizes: operand modes an
-instruction pairs element for element are equally long. The checker compares static extents;
-dynamic ones are compared at launch, on the parameters the operands are whole views of, before
-any native code runs (a mismatch would make it read or write past an array), and the same way
-by the reference evaluator."""
+"""What a kernel asks of a launch's sizes: operand modes a collective instruction pairs element
+for element are equally long, and modes every work-group indexes by its id hold one element
+per work-group. The checker compares static extents; the rest is compared at launch, on the
+parameters the operands are views of, before any native code runs (a mismatch would make it
+read or write past an array), and the same way by the reference evaluator."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 
 from nanotc.check import load
 from nanotc.runtime.arguments import ArgumentError, Group
-from nanotc.runtime.extents import ParameterMode, SameExtent, same_extents
+from nanotc.runtime.extents import (
+    GroupIndexed,
+    ParameterMode,
+    SameExtent,
+    group_indexed_modes,
+    same_extents,
+)
 
 from .helpers import compiled, run_reference
 
@@ -154,3 +160,69 @@ def test_group_members_are_compared_member_by_member(rng) -> None:
     with pytest.raises(ArgumentError, match="argument %A: expected size 3 in mode 1 of member"
                        " 2, as argument %B has in mode 0"):  # fmt: skip
         kernel(members((4, 3), (5, 3), (2, 4)), b, Group(c), group_size=3)
+
+
+SCALE_MEMBERS = """func @k(%x: memref<f32x4>, %Y: memref<f32x4x?>) {
+    %g = group_id
+    %whole = subview %Y[:, :] : memref<f32x4x?>
+    %y = subview %whole[:, %g] : memref<f32x4x?>
+    axpby.n 1.0, %x, 2.0, %y : f32, memref<f32x4>, f32, memref<f32x4>
+}"""
+
+
+def test_modes_indexed_by_group_id_hold_a_member_per_work_group(rng) -> None:
+    """`subview %Y[:, %g]` in every work-group (here through a whole view of %Y) needs as
+    many columns as work-groups: fewer are refused before any native code runs, natively,
+    after a launch whose layout the fast path remembers, and by the reference evaluator (the
+    last work-groups would write past %Y)."""
+    assert group_indexed_modes(load(SCALE_MEMBERS).function("k")) == (
+        GroupIndexed(1, 1, "the subview at 4.10"),
+    )
+    kernel = compiled(SCALE_MEMBERS)["k"]
+    x = rng.uniform(-1, 1, 4).astype(np.float32)
+    y = np.asfortranarray(rng.uniform(-1, 1, (4, 3)).astype(np.float32))
+    want = 2 * y + x[:, None]
+    kernel(x, y, group_size=3)
+    np.testing.assert_array_equal(y, want)
+    message = (
+        r"argument %Y: expected at least 1000 elements in mode 1 \(the subview at 4\.10"
+        r" indexes it by group_id, in each of the launch's 1000 work-groups\), got float32"
+        r" array of shape \(4, 3\)"
+    )
+    with pytest.raises(ArgumentError, match=message):
+        kernel(x, y, group_size=1000)
+    with pytest.raises(ArgumentError, match=message):
+        run_reference(SCALE_MEMBERS, [x, y], group_size=1000)
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("access", ["load", "store"])
+def test_loads_and_stores_at_group_id_of_a_static_mode(access: str) -> None:
+    """An element at `%g` of a static mode: group_size past the mode is refused too."""
+    body = ("%w = load %y[%g] : memref<f32x8>\n    store %w, %x[] : memref<f32>"
+            if access == "load" else "store %v, %y[%g] : memref<f32x8>")  # fmt: skip
+    text = f"""func @k(%y: memref<f32x8>, %v: f32, %x: memref<f32>) {{
+    %g = group_id
+    {body}
+}}"""
+    kernel = compiled(text)["k"]
+    y, x = np.zeros(8, np.float32), np.zeros((), np.float32)
+    kernel(y, 1.0, x, group_size=8)
+    with pytest.raises(ArgumentError, match="argument %y: expected at least 9 elements in mode 0"):
+        kernel(y, 1.0, x, group_size=9)
+
+
+def test_indices_under_a_condition_are_left_to_the_program() -> None:
+    """Work-groups past the array that test their id themselves launch."""
+    text = f"""func @k(%y: {V}, %v: f32) {{
+    %g = group_id
+    %n = size %y[0] : {V}
+    %inside = cmp.lt %g, %n : index
+    if %inside {{
+        store %v, %y[%g] : {V}
+    }}
+}}"""
+    assert group_indexed_modes(load(text).function("k")) == ()
+    y = np.zeros(3, np.float32)
+    compiled(text)["k"](y, 1.0, group_size=10)
+    np.testing.assert_array_equal(y, np.ones(3, np.float32))
