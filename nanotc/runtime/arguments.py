@@ -406,7 +406,9 @@ def _overflows(t: ScalarType, value: Any) -> bool:
         as_float = float(value)
     except OverflowError:  # an integer past every float
         return True
-    return not math.isinf(as_float) and abs(as_float) >= _ROUNDS_TO_INFINITY[t]
+    if math.isinf(as_float):  # given as one, or a wider float (long double) past f64's range
+        return isinstance(value, np.floating) and bool(np.isfinite(value))
+    return abs(as_float) >= _ROUNDS_TO_INFINITY[t]
 
 
 def bind_memref(name: str, t: MemRefType, value: Any) -> MemrefView:

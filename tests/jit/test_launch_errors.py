@@ -167,6 +167,7 @@ CASES = {
     "f32 past its range": ("x", 1e39, r"a real number within f32's range", r"float 1e\+39"),
     "integer past every float": ("x", 10**400, r"within f32's range", r"int 1000"),
     "numpy f64 past f32": ("x", np.float64(-3.5e38), r"within f32's range", r"float64"),
+    "long double past f64": ("x", np.longdouble("1e400"), r"within f32's range", r"longdouble"),
     "float for an integer": ("n", 1.0, r"an integer \(i8\)", r"float 1.0"),
     "integer out of range": ("n", 300, r"an integer \(i8\) in \[-128, 127\]", r"300"),
     "negative out of range": ("n", -129, r"an integer \(i8\) in \[-128, 127\]", r"-129"),
