@@ -186,7 +186,18 @@ def memref_errors(t: MemRefType) -> list[ErrorKind]:
     )
     if not (first_ok and ordered):
         errors.append(ErrorKind.INVALID_STRIDE)
+    if _past_index(t):
+        errors.append(ErrorKind.INTEGER_OVERFLOW)
     return errors
+
+
+def _past_index(t: MemRefType) -> bool:
+    """Whether a static stride, or the byte offset of the last element its static modes
+    reach, is past what an index holds (the addresses of the native code would wrap)."""
+    if any(s is not DYNAMIC and s > INDEX_MAX for s in t.stride):
+        return True
+    static = [(n, s) for n, s in zip(t.shape, t.stride) if DYNAMIC not in (n, s) and n > 0]
+    return sum((n - 1) * s for n, s in static) * t.element.size > INDEX_MAX
 
 
 INDEX_MAX: Final = (1 << 63) - 1  # index values, sizes and integer literals are 64-bit
