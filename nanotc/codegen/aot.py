@@ -89,9 +89,26 @@ def _stdint_names() -> list[str]:
 # macros gcc predefines in its default (GNU) modes, and ones common headers define that a
 # program including the header is likely to include first
 _COMMON_MACROS = "linux unix i386 I EOF errno assert offsetof complex imaginary"
+# the types, objects and macros (not the functions) of <stdio.h>, <stdlib.h>, <stddef.h>,
+# <math.h> (with glibc's M_ constants), <limits.h>, <float.h> and <errno.h>: a kernel or
+# parameter so named would break the header included after them
+_C_LIBRARY_NAMES = """
+FILE fpos_t stdin stdout stderr BUFSIZ FILENAME_MAX FOPEN_MAX L_tmpnam TMP_MAX SEEK_SET
+SEEK_CUR SEEK_END div_t ldiv_t lldiv_t size_t wchar_t ptrdiff_t max_align_t EXIT_FAILURE
+EXIT_SUCCESS RAND_MAX MB_CUR_MAX float_t double_t HUGE_VAL HUGE_VALF HUGE_VALL INFINITY NAN
+FP_INFINITE FP_NAN FP_NORMAL FP_SUBNORMAL FP_ZERO FP_ILOGB0 FP_ILOGBNAN MATH_ERRNO
+MATH_ERREXCEPT math_errhandling fpclassify isfinite isinf isnan isnormal signbit isgreater
+isgreaterequal isless islessequal islessgreater isunordered M_E M_LOG2E M_LOG10E M_LN2 M_LN10
+M_PI M_PI_2 M_PI_4 M_1_PI M_2_PI M_2_SQRTPI M_SQRT2 M_SQRT1_2 CHAR_BIT SCHAR_MIN SCHAR_MAX
+UCHAR_MAX CHAR_MIN CHAR_MAX MB_LEN_MAX SHRT_MIN SHRT_MAX USHRT_MAX INT_MIN INT_MAX UINT_MAX
+LONG_MIN LONG_MAX ULONG_MAX LLONG_MIN LLONG_MAX ULLONG_MAX FLT_RADIX FLT_MANT_DIG DBL_MANT_DIG
+FLT_DIG DBL_DIG FLT_EPSILON DBL_EPSILON FLT_MIN DBL_MIN FLT_MAX DBL_MAX FLT_ROUNDS
+FLT_EVAL_METHOD DECIMAL_DIG EDOM ERANGE EILSEQ
+"""
 _RESERVED_C_NAMES = frozenset(
-    [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_COMMON_MACROS.split(), *_stdint_names()]
-)
+    [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_COMMON_MACROS.split(),
+     *_C_LIBRARY_NAMES.split(), *_stdint_names()]
+)  # fmt: skip
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LAUNCH_NAMES = frozenset({*abi.LAUNCH_ARGS, "args", "slots", "chunk", "status"})
 # NAME_run's parameters: a kernel of one of these names would be hidden where NAME_run calls it
@@ -128,7 +145,8 @@ def c_name(kernel: str) -> str:
     elif not _usable(kernel):
         why = (
             "is reserved in C or C++ (a keyword, a <stdint.h> name, a common macro such as "
-            "`linux`, or a reserved prefix)"
+            "`linux`, a type, object or macro of the C library such as `stdout`, or a reserved"
+            " prefix)"
         )
     elif kernel in _RUN_PARAMETERS:
         why = "is a parameter of its C helper NAME_run, which calls it"

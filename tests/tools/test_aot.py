@@ -274,13 +274,19 @@ def syntax_check(tmp_path: Path, source: str, language: str, *options: str) -> N
 @pytest.mark.parametrize("language", ["c", "c++"])
 def test_names_gcc_predefines_as_macros_are_renamed_or_refused(tmp_path, language) -> None:
     """gcc's GNU modes (its default) define `linux` and `unix` as 1: a parameter so named is
-    renamed, as are names common headers define as macros (`I`, `EOF`, `errno`)."""
-    text = "func @k(%unix: f32, %linux: f32, %I: f32, %EOF: f32, %errno: f32) {}\n"
+    renamed, as are names common headers define as macros (`I`, `EOF`, `errno`) and the C
+    library's objects and macros (`stdout`, `BUFSIZ`, `M_PI`, `isnan`, `INT_MAX`)."""
+    library = ["stdout", "BUFSIZ", "RAND_MAX", "M_PI", "NAN", "isnan", "INT_MAX", "FLT_MAX"]
+    names = ["unix", "linux", "I", "EOF", "errno", *library]
+    text = f"func @k({', '.join(f'%{n}: f32' for n in names)}) {{}}\n"
     (tmp_path / "k.h").write_text(c_header(nanotc.load(text)))
     includes = "#include <complex.h>\n#include <errno.h>\n" if language == "c" else ""
-    syntax_check(tmp_path, includes + '#include <stdio.h>\n#include "k.h"\n', language)
-    with pytest.raises(AotError, match="@linux cannot be declared"):
-        c_header(nanotc.load("func @linux(%a: f32) {}\n"))
+    headers = ["stdio.h", "stdlib.h", "math.h", "limits.h", "float.h"]
+    includes += "".join(f"#include <{h}>\n" for h in headers)
+    syntax_check(tmp_path, includes + '#include "k.h"\n', language)
+    for name in ("linux", *library):
+        with pytest.raises(AotError, match=f"@{name} cannot be declared"):
+            c_header(nanotc.load(f"func @{name}(%a: f32) {{}}\n"))
 
 
 @needs_gcc
