@@ -19,7 +19,7 @@ from nanotc.api import Compilation
 from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
 from nanotc.cli.compile import add_parser as add_compile_parser
-from nanotc.cli.options import non_negative, positive
+from nanotc.cli.options import kernel_name, non_negative, positive
 from nanotc.cli.run import (
     RunError,
     compare_outputs,
@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a kernel on random data and report its speed")
     run.add_argument("file", help="program file, or - for standard input")
-    run.add_argument("--kernel", required=True, help="name of the function to launch")
+    run.add_argument(
+        "--kernel", type=kernel_name, required=True, help="name of the function to launch"
+    )
     run.add_argument("--group-size", type=non_negative, required=True,
                      help="number of work-groups")  # fmt: skip
     run.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",

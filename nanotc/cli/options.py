@@ -11,6 +11,11 @@ def positive(text: str) -> int:
     return _at_least(text, 1)
 
 
+def kernel_name(text: str) -> str:
+    """A function's name, with or without the `@` it is written with in programs."""
+    return text.removeprefix("@")
+
+
 def non_negative(text: str) -> int:
     """An integer of at least 0."""
     return _at_least(text, 0)

@@ -19,7 +19,7 @@ import numpy as np
 from nanotc import targets
 from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
-from nanotc.cli.options import non_negative, positive
+from nanotc.cli.options import kernel_name, non_negative, positive
 from nanotc.cli.run import make_arguments, parse_sizes
 from nanotc.runtime import cache as kernel_cache
 from nanotc.tuning import database
@@ -59,7 +59,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "tuning database, which later compiles for this target use.",
     )
     p.add_argument("file", help="program file, or - for standard input")
-    p.add_argument("--kernel", required=True, help="name of the function to tune")
+    p.add_argument("--kernel", type=kernel_name, required=True, help="name of the function to tune")
     p.add_argument("--group-size", type=non_negative, required=True,
                    help="number of work-groups")  # fmt: skip
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",

@@ -96,9 +96,9 @@ class Lexer:
         offset = 0
         while offset < len(self.text):
             m = _PATTERNS.match(self.text, offset)
-            if m is None:
+            if m is None:  # up to where a token could start: a `}` after it is one
                 end = offset + 1
-                while end < len(self.text) and not self.text[end].isspace():
+                while end < len(self.text) and _PATTERNS.match(self.text, end) is None:
                     end += 1
                 self.sink.error(ErrorKind.UNKNOWN_TOKEN, self.range(offset, end))
                 offset = end

@@ -108,11 +108,12 @@ def test_run_check_with_integer_parameters_and_dynamic_group_members(tmp_path) -
 
 
 def test_run_reads_standard_input() -> None:
+    """... and takes the kernel's name as programs write it too (`@fused_kernel`)."""
     result = nanotc(
         "run",
         "-",
         "--kernel",
-        "fused_kernel",
+        "@fused_kernel",
         "--group-size",
         "2",
         "--size",
