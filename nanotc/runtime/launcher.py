@@ -184,7 +184,8 @@ class KnownLayouts:
     take the binding path, which tests the arrays exactly (a launch of a gemm on three arrays
     pays 0.3-0.4 us of its 3.3 for the comparison, 0.1-0.2 for the writeable test). Sizes
     the kernel pairs (`nanotc.runtime.extents`) are compared too: layouts known one by one
-    may not fit together."""
+    may not fit together; and so are the modes every work-group indexes by its id, with the
+    launch's group_size."""
 
     _KEPT = 64  # layouts remembered per parameter before the memory is reset
 
