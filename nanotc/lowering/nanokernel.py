@@ -316,15 +316,18 @@ def resident_a_group(inst: TileGemm | TileBatchGemm, target: Target, k: int | No
     once, one thread (docs/benchmarks.md): batches from memory f32 16^3 1.12x, 16x24x16
     1.13x, 16x12x16 and 16x16x8 1.03x, f64 8x16x8 1.08x, 5x16x16 1.13x; in L1 1.00-1.10x.
     Tiles of two vectors (groups of four columns) lost from memory (f32 20x9x8 0.83-0.93x)
-    and are left as they are."""
+    and are left as they are. So are targets whose FMAs take no broadcast from memory (AVX2:
+    a register per column's broadcast, of which LLVM keeps several live, spilled A from K =
+    4 on; f32 8x16x6 ran 1.00x), and a run-time beta (each group would test it, and the
+    branches spilled general registers)."""
     if not one_vector_fmas or not isinstance(inst, TileGemm) or k is None or not covers_c(inst):
         return 0
     group = FMA_PORTS * FMA_LATENCY
-    if inst.nr <= group:
+    if inst.nr <= group or not target.fma_reads_broadcasts or _constant(inst.beta) is None:
         return 0
-    run_time = sum(_constant(x) is None for x in (inst.alpha, inst.beta))  # their broadcasts
+    alpha = int(_constant(inst.alpha) is None)  # its broadcast
     overhead = target_overhead(target, RegisterTile(1, group, inst.mr), dynamic_rows=False)
-    return group if k + group + 1 + run_time + overhead <= target.vector_registers else 0
+    return group if k + group + 1 + alpha + overhead <= target.vector_registers else 0
 
 
 def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:

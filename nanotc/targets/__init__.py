@@ -60,6 +60,12 @@ class Target:
         return self.bf16_dot and self.bf16_dot_rate >= 1
 
     @property
+    def fma_reads_broadcasts(self) -> bool:
+        """An FMA takes one element broadcast from memory as an operand (AVX-512's {1toN},
+        which comes with its masked memory operations): B's broadcasts need no registers."""
+        return self.fma and self.masked_memory
+
+    @property
     def narrow_fma_pays(self) -> bool:
         """A vector narrower than the registers computes faster than a full one."""
         return 0 < self.fma_unit_bits < self.vector_bits

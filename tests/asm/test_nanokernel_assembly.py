@@ -324,6 +324,22 @@ def test_one_vector_tile_keeps_a_resident_and_streams_c_by_column_groups() -> No
     assert stores[7] < fmas[128] and stores[8] > fmas[-1]
 
 
+@pytest.mark.parametrize(
+    ("dt", "shape", "alpha"),
+    [("f32", (16, 16, 16), "%alpha"), ("f64", (5, 16, 16), "1.0"), ("f64", (8, 24, 16), "%alpha"),
+     ("f32", (12, 30, 16), "1.0")],
+    ids=str,
+)  # fmt: skip
+def test_tiles_keeping_a_resident_do_not_spill(dt: str, shape: tuple[int, int, int],
+                                               alpha: str) -> None:  # fmt: skip
+    """Whole and masked rows, a run-time alpha's broadcast, and the AVX-512 target's
+    prefetch of the next member's lines spread over the groups: nothing on the stack."""
+    text = batched_gemm(dt, *shape).replace("gemm.n.n 1.0,", f"gemm.n.n {alpha},")
+    text = text.replace(") {", f", %alpha: {dt}) {{", 1) if alpha != "1.0" else text
+    assert "(A resident)" in nanotc.compile(text, target="avx512").nanokernels()
+    check_hot_loops(text, "avx512", registers=gemm_registers("avx512", dt, shape[0]))
+
+
 def test_whole_vector_tiles_accumulate_onto_c() -> None:
     """C := C + A B on whole vectors starts the accumulators from C: no adds of C after the
     K loop."""

@@ -198,21 +198,19 @@ def test_mixed_precision_inputs(types: tuple[str, str, str], target: str, rng) -
 
 # (target, types, (m, n, k), transposes, layouts, alpha, beta) of tiles that are all of C,
 # one vector tall, with K unrolled and more than eight columns: whole and masked rows, a
-# shorter last column group, A packed from `.t`, a leading dimension, run-time alpha and beta,
-# f16 inputs, and bf16 widened on AVX2
+# shorter last column group, A packed from `.t`, a leading dimension, a run-time alpha, f16
+# inputs, on 512-bit and 256-bit FMA units
 RESIDENT_A = [
     ("host", ("f32",) * 3, (16, 16, 16), "nn", "packed", 1.0, 1.0),
     ("host", ("f32",) * 3, (5, 17, 7), "nt", "packed", 2.5, 0.0),
-    ("host", ("f32",) * 3, (16, 9, 16), "tn", "ld", None, None),
+    ("host", ("f32",) * 3, (16, 9, 16), "tn", "ld", None, 1.0),
     ("host", ("f32",) * 3, (12, 30, 1), "tt", "packed", 1.0, 1.0),
     ("host", ("f32",) * 3, (12, 20, 3), "tt", "packed", -0.5, 1.5),
     ("host", ("f64",) * 3, (8, 16, 16), "nn", "ld", 1.0, 1.0),
-    ("host", ("f64",) * 3, (3, 12, 5), "tn", "packed", None, None),
+    ("host", ("f64",) * 3, (3, 12, 5), "tn", "packed", None, 0.0),
     ("host", ("f16", "f16", "f32"), (16, 16, 16), "nt", "packed", 1.0, 1.0),
-    ("avx2", ("f32",) * 3, (8, 12, 5), "nn", "packed", 1.0, 1.0),
-    ("avx2", ("f32",) * 3, (3, 9, 4), "tt", "packed", 2.5, 0.0),
-    ("avx2", ("f64",) * 3, (4, 10, 3), "nt", "ld", -0.5, 1.5),
-    ("avx2", ("bf16", "bf16", "f32"), (8, 12, 5), "nn", "packed", 1.0, 1.0),
+    ("avx512", ("f64",) * 3, (5, 24, 9), "nn", "packed", -0.5, 1.5),
+    (SPLIT_FMA, ("f32",) * 3, (7, 12, 5), "nt", "ld", 1.0, 1.0),
 ]
 
 
@@ -221,7 +219,7 @@ RESIDENT_A = [
     RESIDENT_A,
     ids=lambda x: "".join(map(str, x)) if isinstance(x, tuple) else str(x),
 )
-def test_one_vector_tiles_keep_a_resident(target: str, types: tuple[str, str, str],
+def test_one_vector_tiles_keep_a_resident(target: str | Target, types: tuple[str, str, str],
                                           mnk: tuple[int, int, int], trans: str, layout: str,
                                           alpha: float | None, beta: float | None,
                                           rng) -> None:  # fmt: skip
@@ -235,19 +233,21 @@ def test_one_vector_tiles_keep_a_resident(target: str, types: tuple[str, str, st
 
 
 @pytest.mark.parametrize(
-    ("target", "types", "mnk"),
+    ("target", "types", "mnk", "beta"),
     [
-        ("host", ("f32",) * 3, (32, 16, 8)),  # two vectors tall
-        ("host", ("f32",) * 3, (16, 8, 16)),  # one group of columns
-        ("host", ("f32",) * 3, (16, 16, 17)),  # a K loop
-        ("avx2", ("f32",) * 3, (8, 12, 8)),  # A's eight vectors and a group: 17 ymm
-        ("host", ("bf16", "bf16", "f32"), (16, 16, 16)),  # dot products on pairs
+        ("host", ("f32",) * 3, (32, 16, 8), 1.0),  # two vectors tall
+        ("host", ("f32",) * 3, (16, 8, 16), 1.0),  # one group of columns
+        ("host", ("f32",) * 3, (16, 16, 17), 1.0),  # a K loop
+        ("host", ("f32",) * 3, (16, 16, 16), None),  # each group would test beta
+        ("avx2", ("f32",) * 3, (8, 12, 3), 1.0),  # no broadcast operands: a register each
+        ("host", ("bf16", "bf16", "f32"), (16, 16, 16), 1.0),  # dot products on pairs
     ],
     ids=str,
 )
 def test_other_tiles_load_a_per_k_step(target: str, types: tuple[str, str, str],
-                                       mnk: tuple[int, int, int]) -> None:  # fmt: skip
-    case = Case("gemm", ("n", "n"), types, types[2], ("packed",) * 3, static_shape=mnk)
+                                       mnk: tuple[int, int, int], beta: float | None) -> None:  # fmt: skip
+    case = Case("gemm", ("n", "n"), types, types[2], ("packed",) * 3, alpha=1.0, beta=beta,
+                static_shape=mnk)  # fmt: skip
     assert "(A resident)" not in compiled(case.text(), target).nanokernels()
 
 
