@@ -121,9 +121,8 @@ def _modes_indexed_by_group_id(inst: Instruction) -> list[Mode]:
             for m, (at, size) in enumerate(indexed)
             if size is None and is_group_id(at)
         ]
-    source = (
-        inst.source if isinstance(inst, Load) else inst.target if isinstance(inst, Store) else None
-    )
-    if source is None or not isinstance(source.type, MemRefType):
-        return []
-    return [(source, m) for m, at in enumerate(inst.indices) if is_group_id(at)]
+    if isinstance(inst, Load | Store):
+        source = inst.source if isinstance(inst, Load) else inst.target
+        if isinstance(source.type, MemRefType):
+            return [(source, m) for m, at in enumerate(inst.indices) if is_group_id(at)]
+    return []

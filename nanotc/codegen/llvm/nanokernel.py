@@ -161,14 +161,31 @@ class NanokernelEmitter:
         return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
 
     # -- the K loop ----------------------------------------------------------------------------
+    def _a_rows(self, a: MemrefValue) -> tuple[ir.Value, Dim, Dim, Dim]:
+        """The tile's first row of op(A), op(A)'s row and K strides, and K."""
+        a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
+        base = element_ptr(self.b, a.ptr, a.type.element, mul(self.b, self.row, a.stride[a_rows]))
+        return base, a.stride[a_rows], a.stride[a_k], a.shape[a_k]
+
+    def _b_columns(self, bm: MemrefValue) -> tuple[list[ir.Value], Dim, Dim]:
+        """The start of each of the tile's columns of op(B), op(B)'s K stride, and K."""
+        b = self.b
+        b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
+        origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
+        bases = [
+            element_ptr(b, origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
+            for j in range(self.p.columns)
+        ]
+        return bases, bm.stride[b_k], bm.shape[b_k]
+
     def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
         """A's vectors of every k (`GemmNanokernel.column_group`), loaded once for the
         tile's column groups."""
-        a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
-        a_base = element_ptr(self.b, a.ptr, a.type.element, mul(self.b, self.row, a.stride[a_rows]))
+        base, _, k_stride, depth = self._a_rows(a)
+        assert isinstance(depth, int)  # K unrolled
         return [
-            [self._load_a(a, a_base, None, a.stride[a_k], k, v) for v in range(self.p.vectors)]
-            for k in range(a.shape[a_k])
+            [self._load_a(a, base, None, k_stride, k, v) for v in range(self.p.vectors)]
+            for k in range(depth)
         ]
 
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue,
@@ -177,37 +194,28 @@ class NanokernelEmitter:
         if self.p.dot:
             return self._accumulate_pairs(acc, a, bm)
         b, p = self.b, self.p
-        trans_a, trans_b = self.inst.trans_a, self.inst.trans_b
-        a_rows, a_k = (1, 0) if trans_a is Transpose.T else (0, 1)
-        depth = a.shape[a_k]
-        a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
-        b_k, b_cols = (1, 0) if trans_b is Transpose.T else (0, 1)
-        b_origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
-        b_bases = [
-            element_ptr(b, b_origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
-            for j in range(p.columns)
-        ]
-        a_pointers = self._a_lane_pointers(a_base, a, a.stride[a_rows])
+        a_base, a_row_stride, a_k_stride, depth = self._a_rows(a)
+        b_bases, b_k_stride, _ = self._b_columns(bm)
+        a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
         shares = self._next_member_shares(depth)
 
         def step(k: Dim, acc: Accumulators) -> Accumulators:
             if p.prefetches_a:
-                self._prefetch_a(a, a_base, a.stride[a_k], k)
+                self._prefetch_a(a, a_base, a_k_stride, k)
             for share in shares:
                 share.prefetch(b, k)
             a_vectors = (
                 resident[k]  # type: ignore[index] - resident only with K unrolled
                 if resident is not None
                 else [
-                    self._load_a(a, a_base, a_pointers, a.stride[a_k], k, v)
-                    for v in range(p.vectors)
+                    self._load_a(a, a_base, a_pointers, a_k_stride, k, v) for v in range(p.vectors)
                 ]
             )
             out = list(acc)
             for j, base in enumerate(b_bases):
                 scalar = load_scalar(
                     b,
-                    element_ptr(b, base, bm.type.element, mul(b, k, bm.stride[b_k])),
+                    element_ptr(b, base, bm.type.element, mul(b, k, b_k_stride)),
                     bm.type.element,
                 )
                 bj = self._broadcast(convert(b, scalar, bm.type.element, p.compute))
@@ -230,18 +238,11 @@ class NanokernelEmitter:
         whose second column and pair half are zero, or where both packs hold zeros past K
         (`.padded`), with its last pair read whole."""
         b, p = self.b, self.p
-        a_rows, a_k = (1, 0) if self.inst.trans_a is Transpose.T else (0, 1)
-        b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
-        depth = bm.shape[b_k]
-        a_base = element_ptr(b, a.ptr, a.type.element, mul(b, self.row, a.stride[a_rows]))
-        b_origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
-        b_bases = [
-            element_ptr(b, b_origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
-            for j in range(p.columns)
-        ]
+        a_base, _, a_k_stride, _ = self._a_rows(a)
+        b_bases, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
         packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
         masks = (self.a_masks, [self._pair_mask(q) for q in range(p.unpacked_pairs)])
-        pairs = _PairLoads(b, p, masks, (a_base, packed), a.stride[a_k], bm.stride[b_k])
+        pairs = _PairLoads(b, p, masks, (a_base, packed), a_k_stride, b_k_stride)
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = pairs.a_pairs(k, second)
