@@ -105,6 +105,8 @@ class Compilation:
         return self._code
 
     def __getitem__(self, name: str) -> Kernel:
+        """The kernel of function `name`, written with or without its `@`."""
+        name = name.removeprefix("@") if isinstance(name, str) else name
         kernel = self._kernels.get(name)
         if kernel is None:
             func = self.program.function(name)

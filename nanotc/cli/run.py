@@ -30,11 +30,14 @@ class RunError(Exception):
 
 
 def parse_sizes(items: Sequence[str]) -> dict[str, int]:
-    sizes = {}
+    sizes: dict[str, int] = {}
     for item in items:
         name, _, value = item.partition("=")
+        name = name.lstrip("%")
+        if name in sizes:
+            raise RunError(f"--size {item!r}: {name} is given twice")
         try:
-            sizes[name.lstrip("%")] = int(value)
+            sizes[name] = int(value)
         except ValueError:
             raise RunError(f"--size {item!r}: expected NAME=INTEGER") from None
     return sizes

@@ -139,6 +139,7 @@ def test_run_reads_standard_input() -> None:
         (["--group-size", "2", "--size", "D.2=1000000000000"], "%D: its random array does not"),
         # a batch of fewer members than work-groups is refused before any code runs
         (["--group-size", "10", "--size", "D.2=5"], "expected at least 10 elements in mode 2"),
+        (["--group-size", "2", "--size", "D.2=2", "--size", "%D.2=3"], "D.2 is given twice"),
     ],
     ids=[
         "missing size",
@@ -149,6 +150,7 @@ def test_run_reads_standard_input() -> None:
         "expression",
         "too large",
         "out of bounds",
+        "given twice",
     ],
 )
 def test_run_command_line_errors(args: list[str], message: str) -> None:
