@@ -25,6 +25,7 @@ import math
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -33,7 +34,15 @@ import numpy as np
 
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
-from nanotc.ir.types import DYNAMIC, GroupType, MemRefType, ScalarType, Type, numpy_dtype
+from nanotc.ir.types import (
+    DYNAMIC,
+    INDEX_MAX,
+    GroupType,
+    MemRefType,
+    ScalarType,
+    Type,
+    numpy_dtype,
+)
 from nanotc.runtime.extents import (
     GroupIndexed,
     ParameterMode,
@@ -47,6 +56,7 @@ from nanotc.runtime.writes import (
     Piece,
     byte_range,
     disjoint_pairs,
+    elements_overlap,
     share_memory,
     shifted_member,
     written_parameters,
@@ -178,10 +188,10 @@ class ArgumentBinder:
 
     def __init__(self, func: Function):
         self.func = func
-        by_group_id = groups_indexed_by_group_id(func)
+        members = group_members_needed(func)
         self._names = [p.name or str(i) for i, p in enumerate(func.arguments)]
         self._binders = [
-            _parameter_binder(name, p.type, i in by_group_id)
+            _parameter_binder(name, p.type, members.get(i))
             for i, (name, p) in enumerate(zip(self._names, func.arguments))
         ]
         self.disjoint = disjoint_pairs(func)
@@ -237,6 +247,9 @@ class ArgumentBinder:
         got = _sizes(bound[blamed.param], blamed, group_size)
         if expected is None or got is None:
             return
+        if kept.member and blamed.member:  # groups a work-group may skip can be shorter
+            common = min(expected.size, got.size)
+            expected, got = expected[:common], got[:common]
         differ = np.flatnonzero(expected != got)
         if not differ.size:
             return
@@ -276,6 +289,12 @@ class ArgumentBinder:
                     f"an array of distinct elements ({where} writes %{name})",
                     f"{_describe(array)}, whose mode {repeated[0]} repeats one element",
                 )
+            if elements_overlap(array.shape[:modes], array.strides[:modes], array.itemsize):
+                raise ArgumentError(
+                    label,
+                    f"an array of distinct elements ({where} writes %{name})",
+                    f"{_describe(array)}, whose elements overlap",
+                )
 
     def _check_disjoint(self, pair: DisjointPair, bound: Sequence[BoundArgument]) -> None:
         """ArgumentError at the output's argument if it shares memory with the operand's."""
@@ -293,16 +312,18 @@ class ArgumentBinder:
         return self._binders[index]
 
 
-def _parameter_binder(name: str, t: Type, indexed_by_group_id: bool) -> ParameterBinder:
-    """`indexed_by_group_id`: a group whose only reachable members are the launch's first
-    group_size ones."""
+def _parameter_binder(name: str, t: Type, members: GroupMembers | None) -> ParameterBinder:
+    """`members`: what a group parameter needs of its members (None: nothing beyond its
+    type)."""
     if isinstance(t, ScalarType):
         return lambda value, _: bind_scalar(name, t, value)
     if isinstance(t, MemRefType):
         bind_array = MemrefBinder(name, t)
         return lambda value, _: bind_array(value)
     if isinstance(t, GroupType):
-        if indexed_by_group_id:
+        if members is GroupMembers.ONLY_PER_GROUP:
+            return lambda value, group_size: bind_group(name, t, value, group_size, group_size)
+        if members is GroupMembers.ONE_PER_GROUP:
             return lambda value, group_size: bind_group(name, t, value, group_size)
         return lambda value, _: bind_group(name, t, value)
     raise TypeError(f"parameter %{name} of type {t} cannot be launched")
@@ -323,18 +344,37 @@ def _mode_label(place: ParameterMode, member: int) -> str:
     return f"mode {place.mode}" + (f" of member {member}" if place.member else "")
 
 
-def groups_indexed_by_group_id(func: Function) -> frozenset[int]:
-    """Group parameters whose every load uses `group_id` as the index: only their first
-    group_size members are reachable. Any other group may be read at any member."""
+class GroupMembers(Enum):
+    """What a group parameter's loads need of its members, in a launch of G work-groups."""
+
+    ONE_PER_GROUP = "at least G, as every work-group loads its own by group_id"
+    ONLY_PER_GROUP = "at least G, and the kernel loads only those: every load is by group_id"
+
+
+def group_members_needed(func: Function) -> dict[int, GroupMembers]:
+    """The group parameters that need a member per work-group: those whose every load uses
+    `group_id` as the index (only the first group_size members are reachable), and those
+    the function's body itself (not under an `if` or a `for`) loads by `group_id`, which
+    every work-group runs. Any other group may have fewer members, and be read at any."""
     loads: dict[int, list[Load]] = {}
     for inst in walk(func.body):
         if isinstance(inst, Load) and isinstance(inst.source.type, GroupType):
             loads.setdefault(id(inst.source), []).append(inst)
-    return frozenset(
-        i
-        for i, p in enumerate(func.arguments)
-        if loads.get(id(p)) and all(is_group_id(load.indices[0]) for load in loads[id(p)])
-    )
+    every_group = {
+        id(inst.source)
+        for inst in func.body.instructions
+        if isinstance(inst, Load)
+        and isinstance(inst.source.type, GroupType)
+        and is_group_id(inst.indices[0])
+    }
+    needed: dict[int, GroupMembers] = {}
+    for i, p in enumerate(func.arguments):
+        mine = loads.get(id(p), [])
+        if mine and all(is_group_id(load.indices[0]) for load in mine):
+            needed[i] = GroupMembers.ONLY_PER_GROUP
+        elif id(p) in every_group:
+            needed[i] = GroupMembers.ONE_PER_GROUP
+    return needed
 
 
 def _pieces(argument: BoundArgument) -> list[Piece]:
@@ -541,16 +581,21 @@ def _memref_spec(
     return numpy_dtype(t.element), t.order, sizes, strides
 
 
-def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None) -> GroupView:
+def bind_group(name: str, t: GroupType, value: Any, needed: int = 0,
+               reachable: int | None = None) -> GroupView:  # fmt: skip
+    """`needed`: the least number of members (the launch's work-groups, where each loads its
+    own); `reachable`: how many the kernel can load (None: all)."""
     offset = t.offset
     if isinstance(value, Group):
+        if not isinstance(value.offset, int | np.integer) or isinstance(value.offset, bool):
+            raise ArgumentError(name, "an integer group offset", _describe(value.offset))
         if offset is not DYNAMIC and value.offset != offset:
             raise ArgumentError(name, f"offset {offset} for {t}", f"offset {value.offset}")
-        offset, value = value.offset, value.members
+        offset, value = int(value.offset), value.members
     if offset is DYNAMIC:
         offset = 0
-    if offset < 0:
-        raise ArgumentError(name, "a non-negative group offset", str(offset))
+    if not 0 <= offset <= INDEX_MAX:
+        raise ArgumentError(name, f"a group offset from 0 to {INDEX_MAX}", str(offset))
     batch = is_foreign_array(value)
     if batch:
         value = _as_array(name, t, value)
@@ -562,9 +607,9 @@ def bind_group(name: str, t: GroupType, value: Any, reachable: int | None = None
         raise ArgumentError(
             name, f"a sequence of arrays or one batched array for {t}", _describe(value)
         )
-    if reachable is not None and count < reachable:
+    if count < needed:
         raise ArgumentError(
-            name, f"at least {reachable} group members (indexed by group_id)", str(count)
+            name, f"at least {needed} group members (indexed by group_id)", str(count)
         )
     view = _bind_batch(name, t, value) if batch else _bind_members(name, t, value)
     used = len(view) if reachable is None else reachable
@@ -622,8 +667,9 @@ def _check_shifted_member(name: str, view: MemrefView, offset: int) -> None:
     while isinstance(root.base, np.ndarray):
         root = root.base
     itemsize = view.array.itemsize
-    start = view.address + offset * itemsize
-    low, high = byte_range(start, view.shape, [s * itemsize for s in view.strides], itemsize)
+    start = int(view.address) + offset * itemsize  # Python integers: offsets may be huge
+    shape, strides = [int(n) for n in view.shape], [int(s) * itemsize for s in view.strides]
+    low, high = byte_range(start, shape, strides, itemsize)
     root_low, root_high = byte_range(
         root.__array_interface__["data"][0], root.shape, root.strides, root.itemsize
     )

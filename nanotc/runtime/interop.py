@@ -35,6 +35,10 @@ def as_ndarray(value: Any) -> np.ndarray | None:
     """A numpy view of `value`'s memory, or None if it is not an array of any known kind."""
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, np.generic):  # immutable: its array is a copy, which no write may reach
+        array = np.array(value)
+        array.flags.writeable = False
+        return array
     if hasattr(value, "__dlpack__"):
         return _from_dlpack(value)
     if hasattr(value, "__array_interface__"):
@@ -46,7 +50,11 @@ def _from_dlpack(value: Any) -> np.ndarray:
     _check_torch_tensor(value)
     if _is_torch_bfloat16(value):
         torch = sys.modules["torch"]
-        return _import(value.view(torch.int16)).view(ml_dtypes.bfloat16)
+        try:
+            bits = value.view(torch.int16)
+        except RuntimeError as e:
+            raise InteropError(f"cannot share its memory ({e})") from None
+        return _import(bits).view(ml_dtypes.bfloat16)
     return _import(value)
 
 
@@ -58,11 +66,19 @@ def _import(value: Any) -> np.ndarray:
 
 
 def _check_torch_tensor(value: Any) -> None:
-    """torch refuses to export these; say what to do instead of repeating its message."""
+    """torch refuses to export these (or exports them wrongly); say what to do instead of
+    repeating its message."""
     if not _is_torch_tensor(value):
         return
     if value.device.type != "cpu":
         raise InteropError(f"a tensor on device {value.device}: move it to the CPU first")
+    if value.is_nested:
+        raise InteropError("a nested tensor: only strided (dense) tensors share their memory")
+    if value.layout != sys.modules["torch"].strided:
+        raise InteropError(
+            f"a tensor of layout {value.layout}: only strided (dense) tensors share their"
+            " memory; pass tensor.to_dense()"
+        )
     if value.requires_grad:
         raise InteropError("a tensor that requires grad: pass tensor.detach() (no copy)")
     # torch exports these bits as they are, but the tensor's values are their negation or

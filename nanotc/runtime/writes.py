@@ -1,5 +1,6 @@
 """What a kernel's writes ask of its launch arguments: an array it writes must be writeable,
-and must not share memory with an operand read while it is written.
+its elements distinct (`elements_overlap`), and it must not share memory with an operand
+read while it is written.
 
 `written_parameters` finds, once per kernel, the parameters whose views a store or a
 collective instruction writes; binding refuses read-only arrays for them (numpy's
@@ -130,6 +131,34 @@ def byte_range(
     extents = [(n - 1) * s for n, s in zip(shape, byte_strides)]
     low = address + sum(min(0, e) for e in extents)
     return low, address + sum(max(0, e) for e in extents) + itemsize
+
+
+# element offsets elements_overlap computes exactly (2^22 of them: 32 MiB); past it, strides
+# that fail the ordered test count as overlapping
+_EXACT_OVERLAP_ELEMENTS = 1 << 22
+
+
+def elements_overlap(shape: Sequence[int], byte_strides: Sequence[int], itemsize: int) -> bool:
+    """Whether two elements of a strided array share a byte. Modes in order of their strides
+    that each step past all the smaller ones (every view numpy slicing or transposing makes)
+    never overlap; other layouts (`as_strided`'s) have their element offsets compared."""
+    modes = sorted((abs(s), n) for n, s in zip(shape, byte_strides) if n > 1)
+    if 0 in shape or not modes:
+        return False
+    span = itemsize
+    for stride, count in modes:
+        if stride < span:
+            break
+        span += stride * (count - 1)
+    else:
+        return False
+    if np.prod([n for _, n in modes], dtype=np.float64) > _EXACT_OVERLAP_ELEMENTS:
+        return True
+    offsets = np.zeros(1, np.int64)
+    for stride, count in modes:
+        offsets = (offsets[:, None] + stride * np.arange(count, dtype=np.int64)).ravel()
+    offsets.sort()
+    return bool(np.any(np.diff(offsets) < itemsize))
 
 
 def shifted_member(

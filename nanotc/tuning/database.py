@@ -133,7 +133,7 @@ def _read(path: Path, fresh: bool = False) -> dict[str, Any]:
             return json.loads(json.dumps(cached[1]))  # a copy callers may modify
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested past the parser
         return {}  # unreadable or damaged: as if empty (the next record rewrites it)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return {}

@@ -140,8 +140,32 @@ CASES = {
     "negative offset": (
         "h",
         Group([np.zeros(3, np.float32)], offset=-1),
-        r"a non-negative group offset",
+        r"a group offset from 0 to 9223372036854775807",
         r"-1",
+    ),
+    "offset past an index": (
+        "h",
+        Group([np.zeros(3, np.float32)], offset=1 << 64),
+        r"a group offset from 0 to 9223372036854775807",
+        r"18446744073709551616",
+    ),
+    "float offset": (
+        "h",
+        Group([np.zeros(3, np.float32)], offset=2.0),
+        r"an integer group offset",
+        r"float 2.0",
+    ),
+    "str offset": (
+        "h",
+        Group([np.zeros(3, np.float32)], offset="2"),
+        r"an integer group offset",
+        r"str '2'",
+    ),
+    "offset far past the memory": (
+        "h[0]",
+        Group([np.zeros(3, np.float32)], offset=np.int64(1 << 62)),
+        r"memory for the member 4611686018427387904 elements after",
+        r"shape \(3,\)",
     ),
     "offset past the memory": (
         "h[0]",
@@ -248,6 +272,7 @@ def test_bool_is_not_a_count(option: str) -> None:
 
 def test_numpy_integers_are_counts() -> None:
     args = good()
+    args["h"] = Group([np.zeros(6, np.float32)[:3]], offset=np.int64(3))  # and an offset
     launch(args, group_size=np.int64(GROUPS), num_threads=np.int32(2))
     assert (args["out"] == 1).all()
 
@@ -335,3 +360,12 @@ def test_integers_past_int64_bind_to_float_scalars(element: str) -> None:
     for value in (2**63, -(2**70), 3**60):
         kernel(value, out, group_size=1)
         assert float(out[0]) == float(dtype(float(value)))
+
+
+def test_kernels_are_named_with_or_without_their_at() -> None:
+    """`compilation["@k"]` is `compilation["k"]`, as `--kernel @k` is `--kernel k`; an unknown
+    name lists the program's functions once with their `@`."""
+    compilation = compiled(KERNEL)
+    assert compilation["@k"] is compilation["k"]
+    with pytest.raises(KeyError, match=r"no function @nope in program \(functions: @k\)"):
+        compilation["@nope"]

@@ -226,3 +226,52 @@ def test_indices_under_a_condition_are_left_to_the_program() -> None:
     y = np.zeros(3, np.float32)
     compiled(text)["k"](y, 1.0, group_size=10)
     np.testing.assert_array_equal(y, np.ones(3, np.float32))
+
+
+MIXED_LOADS = """func @mixed(%A: group<memref<f32x?>>, %B: group<memref<f32x?>>, %i: index) {
+    %g = group_id
+    %a = load %A[%g] : group<memref<f32x?>>
+    %b = load %B[%g] : group<memref<f32x?>>
+    axpby.n 1.0, %a, 1.0, %b : f32, memref<f32x?>, f32, memref<f32x?>
+    %first = load %A[%i] : group<memref<f32x?>>
+}"""
+
+
+@pytest.mark.parametrize("members", [0, 1, 2])
+def test_a_group_every_work_group_loads_needs_a_member_each(members: int) -> None:
+    """`load %A[%g]` in the function's body runs in every work-group, whatever other index
+    another load of %A uses: fewer members than work-groups are refused (one member used to
+    pass a size comparison by broadcasting, and the kernel read past the pointer table)."""
+    b = [np.zeros(4, np.float32) for _ in range(3)]
+    a = [np.ones(4, np.float32)] * members
+    message = (
+        rf"argument %A: expected at least 3 group members \(indexed by group_id\), got {members}"
+    )
+    with pytest.raises(ArgumentError, match=message):
+        compiled(MIXED_LOADS)["mixed"](a, b, 0, group_size=3)
+    with pytest.raises(ArgumentError, match=message):
+        run_reference(MIXED_LOADS, [a, b, 0], group_size=3)
+    compiled(MIXED_LOADS)["mixed"]([np.ones(4, np.float32)] * 4, b, 3, group_size=3)
+    assert all((y == 1).all() for y in b)
+
+
+def test_members_under_a_condition_are_compared_where_both_groups_have_them() -> None:
+    """A group loaded by group_id only under an `if` (and elsewhere by another index) may have
+    fewer members than work-groups; its members are compared with the other group's as far
+    as both go."""
+    text = """func @cond(%A: group<memref<f32x?>>, %B: group<memref<f32x?>>, %n: index) {
+    %g = group_id
+    %inside = cmp.lt %g, %n : index
+    if %inside {
+        %a = load %A[%g] : group<memref<f32x?>>
+        %b = load %B[%g] : group<memref<f32x?>>
+        axpby.n 1.0, %a, 1.0, %b : f32, memref<f32x?>, f32, memref<f32x?>
+    }
+    %first = load %A[0] : group<memref<f32x?>>
+}"""
+    kernel = compiled(text)["cond"]
+    b = [np.zeros(4, np.float32) for _ in range(5)]
+    kernel([np.ones(4, np.float32)] * 2, b, 2, group_size=5)
+    assert [float(y[0]) for y in b] == [1, 1, 0, 0, 0]
+    with pytest.raises(ArgumentError, match="argument %B: expected size 4 in mode 0 of member 0"):
+        kernel([np.ones(4, np.float32)] * 2, [np.zeros(5, np.float32)] * 5, 2, group_size=5)

@@ -310,3 +310,61 @@ def test_members_of_a_batched_output_group_may_share_memory() -> None:
     b = np.ones((4, 4, 3), np.float32, order="F")
     compiled(text)["batched"]([matrix(4) for _ in range(3)], b, c, group_size=3)
     np.testing.assert_array_equal(c[:, :, 0], 12.0)
+
+
+def test_an_output_whose_elements_overlap_is_refused_and_interleaved_ones_launch() -> None:
+    """Strides that step less than a mode's span make elements share memory without any
+    stride being 0 (`as_strided`); modes that interleave without meeting are fine."""
+    from numpy.lib.stride_tricks import as_strided
+
+    t = "memref<f32x?x?,strided<?,?>>"
+    add = f"""func @add(%a: {t}, %b: {t}) {{
+    axpby.n 1.0, %a, 1.0, %b : f32, {t}, f32, {t}
+}}"""
+    memory = np.zeros(64, np.float32)
+    overlapping = as_strided(memory, (8, 6), (4, 8))  # element (2, 0) is element (0, 1)
+    with pytest.raises(ArgumentError, match=r"argument %b: .*shape \(8, 6\) with element"
+                       r" strides \(1, 2\), whose elements overlap"):  # fmt: skip
+        compiled(add)["add"](np.ones((8, 6), np.float32), overlapping, group_size=1)
+    assert not memory.any()
+    interleaved = as_strided(memory, (2, 6), (4, 8))  # elements 0, 1, 2, ... 11: distinct
+    compiled(add)["add"](np.ones((2, 6), np.float32), interleaved, group_size=1)
+    np.testing.assert_array_equal(memory[:12], 1.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "byte_strides", "overlap"),
+    [
+        ((8, 6), (4, 32), False),  # column-major
+        ((8, 6), (-4, 32), False),  # a reversed mode
+        ((6, 8), (32, 4), False),  # row-major
+        ((2, 6), (4, 8), False),  # interleaved modes
+        ((3, 3), (4, 8), True),
+        ((3, 3), (8, 4), True),
+        ((4, 4), (2, 16), True),  # steps less than an element
+        ((0, 5), (4, 0), False),  # no element
+        ((1, 1, 5), (0, 0, 4), False),
+        ((3000, 3000), (4, 4), True),  # past the exact count: the ordered test decides
+    ],
+)
+def test_elements_overlap(shape: tuple[int, ...], byte_strides: tuple[int, ...],
+                          overlap: bool) -> None:  # fmt: skip
+    from nanotc.runtime.writes import elements_overlap
+
+    assert elements_overlap(shape, byte_strides, 4) is overlap
+
+
+def test_a_numpy_scalar_is_not_an_array_the_kernel_may_write() -> None:
+    """numpy scalars are immutable: a kernel writing one would write a copy, and the result
+    would be lost. Read-only parameters take them as 0-d arrays."""
+    text = """func @double(%x: memref<f32>, %y: memref<f32>) {
+    %v = load %x[] : memref<f32>
+    %w = arith.add %v, %v : f32
+    store %w, %y[] : memref<f32>
+}"""
+    y = np.zeros((), np.float32)
+    compiled(text)["double"](np.float32(3), y, group_size=1)
+    assert y == 6
+    with pytest.raises(ArgumentError, match=r"argument %y: expected a writeable array \(the"
+                       r" store at 4\.5 writes %y\), got a read-only float32 array of shape \(\)"):  # fmt: skip
+        compiled(text)["double"](np.float32(3), np.float32(0), group_size=1)

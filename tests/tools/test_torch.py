@@ -91,6 +91,30 @@ def test_tensors_that_cannot_be_shared_are_clear_errors() -> None:
         kernel(1.0, a, column_major(2, 2), column_major(2, 2), group_size=1)
 
 
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda t: t.to_sparse(), r"layout torch\.sparse_coo: .*tensor\.to_dense\(\)"),
+        (lambda t: t.reshape(2, 2).to_sparse_csr(), r"layout torch\.sparse_csr"),
+        (lambda t: t.float().to_mkldnn(), r"layout torch\._mkldnn"),
+        (lambda t: torch.nested.nested_tensor([t]), r"a nested tensor"),
+    ],
+    ids=["sparse", "sparse csr", "mkldnn", "nested"],
+)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch's: csr and nested are in beta
+def test_tensors_that_are_not_strided_are_clear_errors(make, message: str) -> None:  # type: ignore[no-untyped-def]
+    """Not even their bfloat16 bits can be viewed (the view that reads them failed inside
+    torch)."""
+    kernel = nanotc.compile(COPY.format(t="bf16"))["copy"]
+    y = torch.zeros(4, dtype=torch.bfloat16)
+    for x in (make(torch.ones(4, dtype=torch.bfloat16)), make(torch.ones(4))):
+        with pytest.raises(ArgumentError, match=r"argument %x: expected an array in CPU memory"):
+            kernel(x, y, group_size=4)
+    with pytest.raises(ArgumentError, match=message):
+        kernel(make(torch.ones(4, dtype=torch.bfloat16)), y, group_size=4)
+    assert not y.any()
+
+
 def test_tensors_whose_memory_holds_other_values_are_refused() -> None:
     """A lazy negation's memory holds the negated values: reading it would flip signs."""
     kernel = nanotc.compile(GEMM)["gemm"]

@@ -244,6 +244,17 @@ def test_a_database_of_the_wrong_shape_reads_as_empty_and_is_rewritten(
     assert nanotc_cli("cache").returncode == 0
 
 
+def test_a_database_nested_past_the_parser_reads_as_empty(tmp_path: Path, monkeypatch) -> None:
+    """json's parser gives up on deep nesting with a RecursionError: the damaged file must
+    not stop compiles (it once did, even with cache=False) or `nanotc cache`."""
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    (tmp_path / "tuning.json").write_text("[" * 100_000)
+    assert database.options_for(AVX2).gemms == ()
+    assert nanotc.compile(BATCHED, cache=False)["bgemm"] is not None
+    result = nanotc_cli("cache")
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
 BATCHED = """func @bgemm(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: memref<f32x16x16x?>) {
     %g = group_id
     %a = subview %A[:, :, %g] : memref<f32x16x16x?>
