@@ -271,3 +271,47 @@ def test_run_makes_arrays_with_the_static_strides_of_their_types(tmp_path) -> No
     result = nanotc("run", str(path), *args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check %C: max relative error" in result.stdout and "MISMATCH" not in result.stdout
+
+
+STATIC_OFFSET = """func @k(%g: group<memref<f32x4>, offset: 3>, %y: memref<f32x4x?>) {
+    %gid = group_id
+    %member = load %g[%gid] : group<memref<f32x4>, offset: 3>
+    %first = load %member[0] : memref<f32x4>
+    store %first, %y[0, %gid] : memref<f32x4x?>
+}"""
+
+
+def test_run_leaves_room_for_a_static_group_offset() -> None:
+    """The last member is seen 3 elements past its start: the random batch `run` makes must
+    reach that far, or its own argument check refuses it."""
+    args = ["--kernel", "k", "--group-size", "4", "--size", "y.1=4", "--check", "--repeat", "1"]
+    result = nanotc("run", "-", *args, stdin=STATIC_OFFSET)
+    assert result.returncode == 0, result.stderr
+    assert "check %y: max relative error 0.00e+00 ok" in result.stdout
+
+
+def test_check_allows_f64_outputs_the_rounding_of_f32_values_that_feed_them() -> None:
+    """blas.ir's f64 %yd sums an f32 vector that native code and the reference evaluator round
+    an ulp apart: the tolerance is the least precise float's of the kernel."""
+    sizes = ["Dyn.0=8", "Dyn.1=8", "Out.0=8", "Out.1=8", "dv.0=4"]
+    args = ["--kernel", "blas", "--group-size", "4", "--threads", "1", "--seed", "1"]
+    args += [item for size in sizes for item in ("--size", size)] + ["--check", "--repeat", "1"]
+    result = nanotc("run", "tests/ir/valid/blas.ir", *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MISMATCH" not in result.stdout and "check %yd: " in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("element", "tolerance"), [("f64", 1e-10), ("f32", 1e-4), ("f16", 2e-3), ("bf16", 1e-2)]
+)
+def test_check_tolerance_follows_the_least_precise_float(element: str, tolerance: float) -> None:
+    from nanotc.check import load
+    from nanotc.cli.run import check_tolerance
+
+    text = f"""func @k(%x: memref<f64x4>, %y: memref<f64x4>) {{
+    %v = load %x[0] : memref<f64x4>
+    %narrow = cast %v : f64 -> {element}
+    %wide = cast %narrow : {element} -> f64
+    store %wide, %y[0] : memref<f64x4>
+}}"""
+    assert check_tolerance(load(text).function("k")) == tolerance
