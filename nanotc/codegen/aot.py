@@ -90,8 +90,8 @@ def _stdint_names() -> list[str]:
 # program including the header is likely to include first
 _COMMON_MACROS = "linux unix i386 I EOF errno assert offsetof complex imaginary"
 # the types, objects and macros (not the functions) of <stdio.h>, <stdlib.h>, <stddef.h>,
-# <math.h> (with glibc's M_ constants), <limits.h>, <float.h> and <errno.h>: a kernel or
-# parameter so named would break the header included after them
+# <math.h> (with glibc's M_ constants), <limits.h>, <float.h>, <errno.h> and <stdarg.h>: a
+# kernel or parameter so named would break the header included after them
 _C_LIBRARY_NAMES = """
 FILE fpos_t stdin stdout stderr BUFSIZ FILENAME_MAX FOPEN_MAX L_tmpnam TMP_MAX SEEK_SET
 SEEK_CUR SEEK_END div_t ldiv_t lldiv_t size_t wchar_t ptrdiff_t max_align_t EXIT_FAILURE
@@ -103,8 +103,36 @@ M_PI M_PI_2 M_PI_4 M_1_PI M_2_PI M_2_SQRTPI M_SQRT2 M_SQRT1_2 CHAR_BIT SCHAR_MIN
 UCHAR_MAX CHAR_MIN CHAR_MAX MB_LEN_MAX SHRT_MIN SHRT_MAX USHRT_MAX INT_MIN INT_MAX UINT_MAX
 LONG_MIN LONG_MAX ULONG_MAX LLONG_MIN LLONG_MAX ULLONG_MAX FLT_RADIX FLT_MANT_DIG DBL_MANT_DIG
 FLT_DIG DBL_DIG FLT_EPSILON DBL_EPSILON FLT_MIN DBL_MIN FLT_MAX DBL_MAX FLT_ROUNDS
-FLT_EVAL_METHOD DECIMAL_DIG EDOM ERANGE EILSEQ
+FLT_EVAL_METHOD DECIMAL_DIG EDOM ERANGE EILSEQ va_list
 """
+# the functions (and <stdarg.h>'s macros) of the ISO C library headers a C caller is likely to
+# include, <math.h>'s in their float and long double variants too, and a few GNU builtins:
+# gcc knows most of them as built-in functions, and a kernel declared under one of their
+# names conflicts with the built-in or the library's declaration (parameters may take them)
+_C_LIBRARY_FUNCTIONS = """
+remove rename tmpfile tmpnam fclose fflush fopen freopen setbuf setvbuf fprintf fscanf printf
+scanf snprintf sprintf sscanf vfprintf vfscanf vprintf vscanf vsnprintf vsprintf vsscanf fgetc
+fgets fputc fputs getc getchar gets putc putchar puts ungetc fread fwrite fgetpos fseek fsetpos
+ftell rewind clearerr feof ferror perror atof atoi atol atoll strtod strtof strtold strtol
+strtoll strtoul strtoull rand srand calloc free malloc realloc aligned_alloc abort atexit
+at_quick_exit exit _Exit quick_exit getenv system bsearch qsort abs labs llabs div ldiv lldiv
+mblen mbtowc wctomb mbstowcs wcstombs memcpy memmove strcpy strncpy strcat strncat memcmp
+strcmp strcoll strncmp strxfrm memchr strchr strcspn strpbrk strrchr strspn strstr strtok
+memset strerror strlen isalnum isalpha isblank iscntrl isdigit isgraph islower isprint
+ispunct isspace isupper isxdigit tolower toupper clock difftime mktime time asctime ctime
+gmtime localtime strftime signal raise setjmp longjmp va_start va_arg va_end va_copy
+alloca bzero bcmp index rindex strdup strndup stpcpy stpncpy ffs
+"""
+_C_MATH_FUNCTIONS = """
+acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb
+ldexp log log10 log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma
+tgamma ceil floor nearbyint rint lrint llrint round lround llround trunc fmod remainder remquo
+copysign nan nextafter nexttoward fdim fmax fmin fma
+"""
+_RESERVED_KERNEL_NAMES = frozenset(
+    [*_C_LIBRARY_FUNCTIONS.split(),
+     *(f + suffix for f in _C_MATH_FUNCTIONS.split() for suffix in ("", "f", "l"))]
+)  # fmt: skip
 _RESERVED_C_NAMES = frozenset(
     [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_COMMON_MACROS.split(),
      *_C_LIBRARY_NAMES.split(), *_stdint_names()]
@@ -148,6 +176,10 @@ def c_name(kernel: str) -> str:
             "`linux`, a type, object or macro of the C library such as `stdout`, or a reserved"
             " prefix)"
         )
+    elif kernel in _RESERVED_KERNEL_NAMES:
+        why = "is a function of the C library, which gcc and its headers declare otherwise"
+    elif kernel.startswith("nanotc_"):
+        why = "takes the prefix of the header's own functions (nanotc_request_amx)"
     elif kernel in _RUN_PARAMETERS:
         why = "is a parameter of its C helper NAME_run, which calls it"
     else:

@@ -393,3 +393,22 @@ def test_cc_with_options_links(tmp_path: Path, monkeypatch) -> None:
     result = _compile_shared(tmp_path)
     assert result.returncode == 0, result.stderr
     assert b"libnamed_by_cc.so" in (tmp_path / "k.so").read_bytes()
+
+
+@needs_gcc
+@pytest.mark.parametrize("language", ["c", "c++"])
+def test_kernels_named_after_c_library_functions_are_refused(tmp_path, language) -> None:
+    """gcc has most of the C library's functions built in (and its headers declare them): a
+    kernel declared as `int32_t printf(float)` breaks every program that includes the header,
+    and its symbol would replace the library's. Parameters may take those names."""
+    functions = ["printf", "puts", "exit", "malloc", "sqrt", "sqrtf", "fabsl", "strlen", "qsort"]
+    for name in [*functions, "va_list", "nanotc_request_amx"]:
+        with pytest.raises(AotError, match=f"@{name} cannot be declared in C"):
+            c_header(nanotc.load(f"func @{name}(%a: f32) {{}}\n"))
+    text = f"func @k({', '.join(f'%{n}: f32' for n in functions)}, %va_list: f32) {{}}\n"
+    header = c_header(nanotc.load(text))
+    assert "int32_t k(float printf, float puts," in header
+    (tmp_path / "k.h").write_text(header)
+    headers = ["stdio.h", "stdlib.h", "string.h", "math.h", "stdarg.h"]
+    includes = "".join(f"#include <{h}>\n" for h in headers)
+    syntax_check(tmp_path, includes + '#include "k.h"\n', language)
