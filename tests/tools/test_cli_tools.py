@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .cli import nanotc_cli
 
 
@@ -75,3 +77,19 @@ def test_help_lists_every_command_and_options_are_checked() -> None:
         assert command in result.stdout
     wrong = nanotc_cli("check", "examples/fused_kernel.ir", "--bogus")
     assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--threads", "0"], "argument --threads: expected at least 1, got 0"),
+        (["--threads", "1,-3"], "argument --threads: expected at least 1, got -3"),
+        (["--repeats", "0"], "argument --repeats: expected at least 1, got 0"),
+        (["--warmup", "x"], "argument --warmup: expected an integer, got 'x'"),
+    ],
+)
+def test_bench_counts_out_of_range_are_usage_errors(option: list[str], message: str) -> None:
+    """Before any workload runs (--threads 0 was a ZeroDivisionError inside W2)."""
+    result = nanotc_cli("bench", "w2", "--quick", *option)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
