@@ -61,6 +61,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     compilation = compilation_for(text, name, args.target)
     if args.emit == "shared" and args.output in (None, "-"):
         raise UsageError("--emit shared needs an output file: -o LIBRARY.so")
+    _check_output_places(args)
     header = None
     if args.header:  # first: a kernel C cannot declare fails before anything is written
         if not Path(args.header).resolve().parent.is_dir():
@@ -78,6 +79,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         written = dump_compilation(compilation, args.dump_dir, source=text)
         print(f"nanotc compile: stages written to {written}", file=sys.stderr)
     return 0
+
+
+def _check_output_places(args: argparse.Namespace) -> None:
+    """UsageError before anything is written where one output would overwrite another, or
+    --dump-dir names something other than a directory."""
+    output = None if args.output in (None, "-") else Path(args.output).resolve()
+    if args.header and output is not None and Path(args.header).resolve() == output:
+        raise UsageError(f"--header {args.header} is the output file too: name another")
+    if args.dump_dir and Path(args.dump_dir).exists() and not Path(args.dump_dir).is_dir():
+        raise UsageError(f"--dump-dir {args.dump_dir}: not a directory")
 
 
 def emit(compilation: Compilation, stage: str) -> str | bytes:

@@ -51,7 +51,7 @@ def make_arguments(
         name = param.name or str(param.index)
         try:
             args.append(_argument(name, param.type, group_size, sizes, rng))
-        except MemoryError:
+        except (MemoryError, ValueError):  # ValueError: numpy's, past its largest dimension
             raise RunError(f"%{name}: its random array does not fit in memory") from None
     unused = set(sizes) - _size_names(func)
     if unused:

@@ -137,6 +137,8 @@ def test_run_reads_standard_input() -> None:
         (["--group-size", "2", "--size", "D.2=-2"], "--size D.2=-2: a size cannot be negative"),
         (["--group-size", "2", "--size", "D.2=10**15"], "expected NAME=INTEGER"),
         (["--group-size", "2", "--size", "D.2=1000000000000"], "%D: its random array does not"),
+        (["--group-size", str(2**62), "--size", "D.2=5"], "%A: its random array does not"),
+        (["--group-size", "2", "--size", f"D.2={2**62}"], "%D: its random array does not"),
         # a batch of fewer members than work-groups is refused before any code runs
         (["--group-size", "10", "--size", "D.2=5"], "expected at least 10 elements in mode 2"),
         (["--group-size", "2", "--size", "D.2=2", "--size", "%D.2=3"], "D.2 is given twice"),
@@ -149,6 +151,8 @@ def test_run_reads_standard_input() -> None:
         "negative size",
         "expression",
         "too large",
+        "huge group size",
+        "huge size",
         "out of bounds",
         "given twice",
     ],

@@ -352,6 +352,24 @@ def test_header_in_a_missing_directory_fails_before_anything_is_written(tmp_path
     assert not (tmp_path / "k.o").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "k.o", "--header", "./k.o"], "--header ./k.o is the output file too"),
+        (["-o", "k.o", "--dump-dir", "k.ir"], "--dump-dir k.ir: not a directory"),
+    ],
+)
+def test_output_places_that_cannot_work_fail_before_anything_is_written(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """The header once overwrote the object it was named after; a --dump-dir that is a file
+    failed only after the output was written."""
+    (tmp_path / "k.ir").write_text(KERNELS)
+    result = nanotc_cli("compile", "k.ir", "--emit", "obj", *args, cwd=tmp_path)
+    assert result.returncode == 1 and message in result.stderr
+    assert not (tmp_path / "k.o").exists() and (tmp_path / "k.ir").read_text() == KERNELS
+
+
 def test_shared_without_output_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "k.ir").write_text(KERNELS)
     result = nanotc_cli("compile", "k.ir", "--emit", "shared", cwd=tmp_path)
