@@ -256,3 +256,27 @@ def test_cache_command_reports_and_clears(cache_dir: Path) -> None:
     cleared = cli("clear")
     assert cleared.returncode == 0 and "removed 1 cached kernels" in cleared.stdout
     assert entries(cache_dir) == []
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_machine_code_lives_as_long_as_what_can_run_it(cache_dir: Path, cache: bool) -> None:
+    """A kernel or a prepared launch keeps its compilation's machine code; once neither is
+    left (and the memory cache has let the program go), the JIT engine is freed: a process
+    compiling many kernels holds only the ones it can still run."""
+    import gc
+    import weakref
+
+    compilation = nanotc.compile(SCALE, cache=cache)
+    native = weakref.ref(compilation.native)
+    kernel = compilation["scale"]
+    x = np.arange(4.0)
+    launch = kernel.prepare(2.0, x, group_size=4)
+    del compilation, kernel
+    gc.collect()
+    launch()
+    assert native() is not None and x.tolist() == [0, 2, 4, 6]
+    del launch
+    if cache:
+        kernel_cache.active(True).clear()  # type: ignore[union-attr]
+    gc.collect()
+    assert native() is None
