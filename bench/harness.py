@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.peers import NAMES as peer_names
+from nanotc.cli.options import non_negative, positive
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
@@ -582,21 +583,6 @@ def parse_list(convert: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]
     return parse
 
 
-def integer_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `low` (a usage error otherwise)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected at least {low}, got {value}")
-        return value
-
-    return parse
-
-
 def _dtype(text: str) -> str:
     if text not in DTYPES:
         raise argparse.ArgumentTypeError(
@@ -615,12 +601,11 @@ def _peer(text: str) -> str:
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
-    threads = parse_list(integer_at_least(1))
+    threads = parse_list(positive)
     parser.add_argument("--threads", type=threads, help="thread counts, e.g. 1,2")
     parser.add_argument("--dtypes", type=parse_list(_dtype), help="element types, e.g. f32,f64")
-    warmup, repeats = integer_at_least(0), integer_at_least(1)
-    parser.add_argument("--warmup", type=warmup, default=1, help="untimed calls (default 1)")
-    parser.add_argument("--repeats", type=repeats, default=5, help="timed calls (default 5)")
+    parser.add_argument("--warmup", type=non_negative, default=1, help="untimed calls (default 1)")
+    parser.add_argument("--repeats", type=positive, default=5, help="timed calls (default 5)")
     parser.add_argument(
         "--budget",
         type=float,
