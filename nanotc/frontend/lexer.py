@@ -132,7 +132,7 @@ class Lexer:
         digits = text.lstrip("+-").lstrip("0") or "0"
         if len(digits) > _INT_MAX_DIGITS or int(digits) > INDEX_MAX:
             self.sink.error(ErrorKind.INTEGER_OVERFLOW, where)
-            return 0
+            return 1  # a stand-in no check refuses (0 is no work-group size, no divisor)
         return -int(digits) if text.startswith("-") else int(digits)
 
     def _float(self, text: str, where: SourceRange, is_hex: bool) -> float:
