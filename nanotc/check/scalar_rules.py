@@ -215,9 +215,10 @@ def _expand(inst: Instruction, ctx: CheckContext) -> None:
         return
     known = product([s for s in statics if s is not None])
     has_values = any(s is None for s, v in zip(statics, inst.shape) if not _wild(v))
-    if has_values or known is DYNAMIC:
+    if known is DYNAMIC:
         return
-    fits = known == mode_size if wildcards == 0 else _divides(known, mode_size)
+    # run-time entries (and `?`) make the rest: the known entries must divide the mode
+    fits = known == mode_size if wildcards == 0 and not has_values else _divides(known, mode_size)
     if not fits:
         ctx.error(ErrorKind.EXPAND_PRODUCT, inst)
 

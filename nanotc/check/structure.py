@@ -167,7 +167,10 @@ class StructureChecker:
             self.ctx.error(ErrorKind.MISSING_ELSE, inst)
 
     def loop(self, inst: For | Foreach) -> None:
-        if not inst.loop_type.is_int or inst.loop_type == I1:
+        if inst.loop_type == I1:  # a loop steps by adding, which i1 does not
+            self.ctx.error(ErrorKind.BOOL_UNSUPPORTED, inst)
+            return
+        if not inst.loop_type.is_int:
             self.ctx.error(ErrorKind.EXPECTED_INT, inst)
             return
         for name in ("start", "stop", "step"):

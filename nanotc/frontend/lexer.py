@@ -21,6 +21,7 @@ class Tok(enum.Enum):
     LOCAL = "local identifier"
     GLOBAL = "global identifier"
     INTEGER = "integer constant"
+    BOOLEAN = "boolean constant"  # true, false: i1 constants
     FLOAT = "floating constant"
     KEYWORD = "keyword"
     SUFFIX = "modifier"
@@ -148,7 +149,7 @@ class Lexer:
     def _word(self, text: str, offset: int) -> list[Token]:
         if text in KEYWORDS:
             value = {"true": 1, "false": 0}.get(text)
-            kind = Tok.INTEGER if value is not None else Tok.KEYWORD
+            kind = Tok.BOOLEAN if value is not None else Tok.KEYWORD
             return [Token(kind, text, self.range(offset, offset + len(text)), value)]
         pieces = list(_SHAPE_PIECE.finditer(text))
         if "".join(p.group() for p in pieces) != text or pieces[0].start() != 0:

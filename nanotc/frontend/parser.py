@@ -151,6 +151,9 @@ class Parser(TypeParser):
                 func.subgroup_size = values[0]
 
     def integer(self) -> int:
+        """An attribute's size: digits only, no sign (the grammar's `1*DIGIT`)."""
+        if self.peek().text[:1] in ("+", "-"):
+            self.fail("digits")
         tok = self.expect_kind(Tok.INTEGER)
         assert isinstance(tok.value, int)
         return tok.value
@@ -267,7 +270,7 @@ class Parser(TypeParser):
         tok = self.peek()
         return (
             tok.kind is Tok.LOCAL
-            or (tok.kind is Tok.INTEGER and bool(constants & ConstKind.INT))
+            or (tok.kind in (Tok.INTEGER, Tok.BOOLEAN) and bool(constants & ConstKind.INT))
             or (tok.kind is Tok.FLOAT and bool(constants & ConstKind.FLOAT))
             or (tok.is_("?") and bool(constants & ConstKind.WILDCARD))
         )
@@ -338,7 +341,9 @@ class Parser(TypeParser):
         if not isinstance(annotated, ScalarType):
             self.sink.error(ErrorKind.EXPECTED_SCALAR, tok.range)
             return Poison(UnknownType(), None, tok.range)
-        if isinstance(tok.value, float) and annotated.is_int:
+        if tok.kind is Tok.BOOLEAN and annotated is not ScalarType.I1:
+            self.sink.error(ErrorKind.CONSTANT_OUT_OF_RANGE, tok.range, tok.text, annotated)
+        elif isinstance(tok.value, float) and annotated.is_int:
             self.sink.error(ErrorKind.FLOAT_CONSTANT_FOR_INT, tok.range, annotated)
         elif isinstance(tok.value, int) and annotated.is_int:
             lo, hi = annotated.int_range()
