@@ -38,7 +38,11 @@ def lower_gemm(
     amx: AmxPath | None = None,
 ) -> list[Instruction]:
     """Tiles for g: AMX tiles by `amx` (`amx_paths` decides for a whole function), else
-    vector nanokernels; g itself where no nanokernel computes it (the emitter's loops do)."""
+    vector nanokernels; g itself where no nanokernel computes it (the emitter's loops do);
+    nothing where C is statically empty (the paths size panels and tiles by M and N)."""
+    m, n, _ = gemm_extents(g)
+    if 0 in (m, n):
+        return []
     if amx is not None:
         return tile_gemm_amx(g, target, amx)
     if not supported(g):

@@ -2,7 +2,8 @@
 reference evaluator and numpy, on every target: static shapes on both sides of each register
 tile's edges (row masks, narrower column kernels, fully unrolled and looped K), dynamic sizes
 (run-time row masks, power-of-two column remainders), gathered A and scattered C, every beta
-form (0 never reading C, 1, other, run-time), mixed f16/f32/f64 inputs, empty extents, and
+form (0 never reading C, 1, other, run-time), mixed f16/f32/f64 inputs, empty extents
+(static ones on every path, AMX's included), and
 batch-reduce loops of gemms accumulating in registers."""
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import itertools
 import numpy as np
 import pytest
 
+import nanotc
 from nanotc.ir.printer import print_program
-from nanotc.ir.types import ScalarType
+from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.lowering.register_tile import choose, small_gemm
 from nanotc.targets import Target, get
 
@@ -264,6 +266,34 @@ def test_empty_extents(target: str = "host") -> None:
                 fill_garbage(c)
             check(text, [a, b, c, np.float32(1.5), np.float32(beta)], target=target)
             assert (c == (0.0 if beta == 0 else 6.0)).all()
+
+
+STATICALLY_EMPTY = {
+    # a transposed (or strided) f32 A is packed in panels of M rows: M = 0 divided by zero
+    "f32 .t": ("t", "f32", "memref<f32x4x0>", "memref<f32x4x3>", "memref<f32x0x3>"),
+    "f64 strided": ("n", "f64", "memref<f64x0x1,strided<2,1>>", "memref<f64x1x3>",
+                    "memref<f64x0x3>"),
+    # AMX packs bf16 A in tiles of M rows
+    "bf16": ("n", "f32", "memref<bf16x0x2>", "memref<bf16x2x2>", "memref<f32x0x2>"),
+    "bf16 N = 0": ("n", "f32", "memref<bf16x32x32>", "memref<bf16x32x0>", "memref<f32x32x0>"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(STATICALLY_EMPTY))
+@pytest.mark.parametrize("target", [*TARGETS, "amx"])
+def test_a_statically_empty_c_compiles_to_nothing(case: str, target: str) -> None:
+    """A static C of no rows or no columns: no work, and no path's panel or tile sizes (which
+    divide by M) are asked for. The AMX target compiles here without running."""
+    trans_a, compute, a, b, c = STATICALLY_EMPTY[case]
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+    gemm.{trans_a}.n 1.0, %A, %B, 0.0, %C : {compute}, {a}, {b}, {compute}, {c}
+}}"""
+    compilation = nanotc.compile(text, target=target, cache=False)
+    assert compilation.object_code()
+    if target != "amx":
+        params = compilation.program.function("k").arguments
+        arrays = [np.zeros(p.type.shape, numpy_dtype(p.type.element), order="F") for p in params]
+        compilation["k"](*arrays, group_size=2)
 
 
 @pytest.mark.parametrize("target", TARGETS)
