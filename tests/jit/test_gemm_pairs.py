@@ -165,3 +165,33 @@ def test_one_vector_tiles_take_b_pairs_four_at_a_time(
     bound = 0.5 * np.abs(c) + 1.5 * (np.abs(x) @ np.abs(y))
     compilation["k"](1.5, a, b, -0.5, c, group_size=1)
     check(c, want, bound, k)
+
+
+SUBNORMAL_CASES = {
+    "gemm": ("gemm.n.n 1.0, %a, %b, 0.0, %c", (16, 16), (16, 16), (16, 16)),
+    "gemv": ("gemv.n 1.0, %a, %b, 0.0, %c", (16, 16), (16,), (16,)),
+    "ger": ("ger 1.0, %a, %b, 0.0, %c", (16,), (16,), (16, 16)),
+}
+
+
+@pytest.mark.parametrize("case", list(SUBNORMAL_CASES))
+@pytest.mark.parametrize("target", ["host", "avx2"])
+def test_dot_products_flush_subnormals_as_the_instruction_does(case: str, target: str) -> None:
+    """vdpbf16ps takes subnormal bf16 inputs as zero and flushes subnormal results (whatever
+    MXCSR says), so products of subnormal A run to 0 where bf16 gemms (and the gemv and ger
+    that run as gemms) take it; targets that widen bf16 to f32 for FMAs keep them
+    (docs/language.md)."""
+    body, *shapes = SUBNORMAL_CASES[case]
+    a_type, b_type, c_type = (
+        f"memref<{e}x{'x'.join(map(str, s))}>" for e, s in zip(("bf16", "bf16", "f32"), shapes)
+    )
+    text = f"""func @k(%a: {a_type}, %b: {b_type}, %c: {c_type}) {{
+    {body} : f32, {a_type}, {b_type}, f32, {c_type}
+}}"""
+    compilation = compiled(text, target)
+    a = np.full(shapes[0], 1e-39, BF16, order="F")  # subnormal in bf16 and f32
+    b = np.ones(shapes[1], BF16, order="F")
+    c = np.full(shapes[2], np.nan, np.float32, order="F")
+    compilation["k"](a, b, c, group_size=1)
+    exact = float(a.flat[0]) * (16 if case != "ger" else 1)
+    assert np.all(c == (0.0 if compilation.target.bf16_gemm_by_dot else np.float32(exact)))
