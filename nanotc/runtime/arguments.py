@@ -652,6 +652,10 @@ def _bind_batch(name: str, t: GroupType, batch: np.ndarray) -> GroupView:
         return GroupView(np.zeros(0, dtype=np.uint64), empty, empty, 0, (batch,), batched=True)
     first = bind_memref(f"{name}[0]", t.memref, batch[..., 0])
     step = batch.strides[-1]
+    if count > 1 and step % batch.itemsize:  # members would start between elements
+        raise ArgumentError(
+            name, "strides that are multiples of the element size", _describe(batch)
+        )
     addresses = (np.arange(count, dtype=np.int64) * step + first.address).astype(np.uint64)
     shapes = np.broadcast_to(np.array(first.shape, dtype=np.int64), (count, t.memref.order))
     strides = np.broadcast_to(np.array(first.strides, dtype=np.int64), (count, t.memref.order))
@@ -694,6 +698,9 @@ def _as_array(name: str, t: Type, value: Any) -> np.ndarray:
 
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
-        strides = tuple(s // value.itemsize if value.itemsize else s for s in value.strides)
+        size = value.itemsize
+        if not size or any(s % size for s in value.strides):
+            return f"{value.dtype} array of shape {value.shape} with byte strides {value.strides}"
+        strides = tuple(s // size for s in value.strides)
         return f"{value.dtype} array of shape {value.shape} with element strides {strides}"
     return f"{type(value).__name__} {value!r}"[:120]

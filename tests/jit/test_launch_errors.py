@@ -109,7 +109,7 @@ CASES = {
         "a",
         bad_float32_strides(),
         r"multiples of the element size",
-        r"float32 array of shape \(4, 3\)",
+        r"float32 array of shape \(4, 3\) with byte strides \(6, 24\)",
     ),
     "too few group members": ("g", member_list(2), r"at least 3 group members", r"^2$"),
     "bad group member": (
@@ -135,6 +135,12 @@ CASES = {
         np.zeros((2, 2, GROUPS), np.int32),
         r"element stride",
         r"int32 array",
+    ),
+    "batched group stride": (
+        "g",
+        as_strided(np.zeros(64, np.int32), (2, 2, GROUPS), (4, 8, 18)),  # members 18 bytes apart
+        r"multiples of the element size",
+        r"int32 array of shape \(2, 2, 3\) with byte strides \(4, 8, 18\)",
     ),
     "group not a sequence": ("g", 5, r"a sequence of arrays or one batched array", r"int 5"),
     "negative offset": (
