@@ -51,7 +51,7 @@ def make_arguments(
         name = param.name or str(param.index)
         try:
             args.append(_argument(name, param.type, group_size, sizes, rng))
-        except (MemoryError, ValueError):  # ValueError: numpy's, past its largest dimension
+        except MemoryError:
             raise RunError(f"%{name}: its random array does not fit in memory") from None
     unused = set(sizes) - _size_names(func)
     if unused:
@@ -117,10 +117,14 @@ def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...
 def random_array(t: MemRefType, shape: tuple[int, ...], rng: np.random.Generator,
                  past_end: int = 0) -> np.ndarray:  # fmt: skip
     """Random values in an array of `shape` (a group's batch axis last) laid out with the
-    type's static strides, in memory with `past_end` more random elements after it."""
+    type's static strides, in memory with `past_end` more random elements after it.
+    MemoryError where it cannot be had (numpy's ValueError past its largest dimension too)."""
     strides = layout_strides(t, shape)
     footprint = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if 0 not in shape else 0
-    block = _random_values(t.element, footprint + past_end, rng)
+    try:
+        block = _random_values(t.element, footprint + past_end, rng)
+    except ValueError:
+        raise MemoryError(f"{footprint + past_end} elements") from None
     itemsize = block.dtype.itemsize
     # a view whose base is the block (as_strided's is not), so that binding sees the memory
     # past the end as the array's own
