@@ -110,7 +110,8 @@ def test_dynamic_bf16_batch_tiles_mask_unpacked_pairs(rng) -> None:
 
 def check_batch_reduce(compilation: nanotc.Compilation, shape: tuple[int, int, int],
                        trans: str, alpha: float, rng) -> None:  # fmt: skip
-    """Results against float64 for batches of 0, 1, 2 and 9 members."""
+    """Results against float64 for batches of 0, 1, 2 and 9 members; an empty batch with
+    alpha = inf leaves every bit of C (-0.0 included)."""
     m, n, k = shape
     for count in (0, 1, 2, 9):
         a_shape = ((k, m) if trans[0] == "t" else (m, k)) + (count,)
@@ -125,6 +126,12 @@ def check_batch_reduce(compilation: nanotc.Compilation, shape: tuple[int, int, i
         bound = np.abs(c) + abs(alpha) * np.einsum("mki,kni->mn", np.abs(x), np.abs(y))
         compilation["k"](a, b, c, np.float32(alpha), group_size=1)
         assert np.all(np.abs(c - want) <= 4e-7 * (np.sqrt(k * max(count, 1)) + 4) * bound + 1e-30)
+    a, b = (np.zeros(s[:2] + (0,), BF16, order="F") for s in (a_shape, b_shape))
+    c = np.asfortranarray(rng.standard_normal((m, n))).astype(np.float32)
+    c[0, 0] = -0.0
+    before = c.copy()
+    compilation["k"](a, b, c, np.float32(np.inf), group_size=1)
+    assert c.tobytes() == before.tobytes()  # no member: C as it was, not C + inf * 0
 
 
 @pytest.mark.parametrize(

@@ -358,6 +358,51 @@ def test_batch_reduce_loop(mnk: tuple[int, int, int], target: str, rng) -> None:
         assert_match(c, want.astype(np.float32), k * batches)
 
 
+EMPTY_BATCH_TEXT = """func @k(%a: memref<f32x8x?>, %b: memref<f32x8x?>, %c: memref<f32x8x8>,
+                          %alpha: f32, %step: index) {{
+    %n = size %a[1] : memref<f32x8x?>
+    for %j = 0, %n, %step {{
+        %x = subview %a[:, {column}] : memref<f32x8x?>
+        %y = subview %b[:, {column}] : memref<f32x8x?>
+        {update} %alpha, %x, %y, 1.0, %c : f32, {view}, {view}, f32, memref<f32x8x8>
+    }}
+}}"""
+EMPTY_BATCH_UPDATES = {  # a rank-1 update as gemm (views of one column) and as ger (vectors)
+    "gemm": EMPTY_BATCH_TEXT.format(column="%j:1", update="gemm.n.t", view="memref<f32x8x1>"),
+    "ger": EMPTY_BATCH_TEXT.format(column="%j", update="ger", view="memref<f32x8>"),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("update", sorted(EMPTY_BATCH_UPDATES))
+def test_batch_reduce_loop_that_runs_no_iteration_leaves_c_alone(update: str, target: str) -> None:
+    """C := C + alpha * (an empty sum) is not what a loop without iterations does: with
+    alpha = inf or NaN it would write NaN, and -0.0 would come back +0.0. Empty batches
+    (step 1, and a run-time step) and steps of 0 and -1 leave every bit of C as it was."""
+    text = EMPTY_BATCH_UPDATES[update]
+    assert "tile.batch_gemm" in print_program(compiled(text, target).lowered)
+    kernel = nanotc.compile(text, target=target)["k"]
+    for alpha in (np.inf, np.nan):
+        for members, step in [(0, 1), (0, 2), (3, 0), (3, -1)]:
+            a = np.ones((8, members), np.float32, order="F")
+            c = np.full((8, 8), 2.0, np.float32, order="F")
+            c[0, 0] = -0.0
+            kernel(a, a.copy(order="F"), c, np.float32(alpha), step, group_size=1)
+            assert np.signbit(c[0, 0]) and np.all(c.ravel()[1:] == 2.0), (alpha, members, step)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_batch_reduce_applies_alpha_once_after_the_sum(target: str) -> None:
+    """As language.md states: C + alpha * (4 - 4) with alpha = 1e38 keeps C, where updates
+    iteration by iteration would overflow to inf - inf = NaN."""
+    kernel = nanotc.compile(EMPTY_BATCH_UPDATES["ger"], target=target)["k"]
+    a = np.full((8, 2), 2.0, np.float32, order="F")
+    b = np.asfortranarray(a * np.float32([1, -1]))
+    c = np.ones((8, 8), np.float32, order="F")
+    kernel(a, b, c, np.float32(1e38), 1, group_size=1)
+    np.testing.assert_array_equal(c, 1.0)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_loops_that_are_not_batch_reduce(target: str, rng) -> None:
     """A loop whose gemm has beta != 1, or whose body also stores, keeps per-iteration

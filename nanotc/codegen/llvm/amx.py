@@ -29,6 +29,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     intrinsic,
+    loop_runs,
     mul,
 )
 from nanotc.codegen.llvm.packing import transpose
@@ -336,7 +337,8 @@ def _amx_batch_gemm(e: FunctionEmitter, inst: TileAmxBatchGemm) -> None:
     def half(parity: ir.Value) -> ir.Value:
         return element_ptr(b, buffer, ScalarType.BF16, b.mul(parity, const(size)))
 
-    with b.if_then(b.icmp_signed("<", start, stop)):
+    runs = loop_runs(b, start, stop, step)
+    with b.if_then(runs):
         pack(operands(start)[0], buffer)
 
     def iteration(index: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
@@ -349,10 +351,11 @@ def _amx_batch_gemm(e: FunctionEmitter, inst: TileAmxBatchGemm) -> None:
 
     acc = carried_loop(b, start, stop, step, acc, iteration, name="batch", unroll=False)
     block = None if direct else _stack_block(e, SMALL_C * PANEL)
-    for j, columns in enumerate(tiles.n_blocks):
-        _small_finish_block(
-            e, inst, (c, block), tiles, columns, acc[j * per : (j + 1) * per], read_c=True
-        )
+    with b.if_then(runs):  # no iteration leaves C as it was (not C + alpha * 0)
+        for j, columns in enumerate(tiles.n_blocks):
+            _small_finish_block(
+                e, inst, (c, block), tiles, columns, acc[j * per : (j + 1) * per], read_c=True
+            )
 
 
 def _pairs_at(b: ir.IRBuilder, pairs: ir.Value, height: int, m0: int, chunk: int) -> ir.Value:

@@ -163,6 +163,12 @@ def for_range(
     b.position_at_end(exit_)
 
 
+def loop_runs(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
+    """Whether `for (v = start; v < stop; v += step)` runs at least once (never for step <= 0,
+    as `for` runs)."""
+    return b.and_(b.icmp_signed("<", start, stop), b.icmp_signed(">", step, const(0)))
+
+
 def carried_loop(
     b: ir.IRBuilder,
     start: Dim,

@@ -21,6 +21,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     load_scalar,
+    loop_runs,
     mul,
     opaque_value,
     prefetch,
@@ -677,26 +678,28 @@ def _tile_batch_gemm(e: FunctionEmitter, inst: TileBatchGemm) -> None:
         a, bm = e.region(inst.body, [index])
         return kernel.accumulate(acc, a, bm)
 
+    b = e.b
     start, stop, step = (e.dim(v) for v in (inst.start, inst.stop, inst.step))
+    initial = kernel.initial(e.value(inst.c))
     if step == 1:
-        acc = carried_loop(
-            e.b, start, stop, 1, kernel.initial(e.value(inst.c)), element, name="batch"
-        )
+        acc = carried_loop(b, start, stop, 1, initial, element, name="batch")
     else:
-        b = e.b
         trips = trip_count(b, as_value(b, start), as_value(b, stop), as_value(b, step))
 
         def counted(t: ir.Value, acc: Accumulators) -> Accumulators:
             return element(b.add(as_value(b, start), b.mul(t, as_value(b, step))), acc)
 
-        acc = carried_loop(b, 0, trips, 1, kernel.initial(e.value(inst.c)), counted, name="batch")
-    kernel.epilogue(acc, e.value(inst.c))
+        acc = carried_loop(b, 0, trips, 1, initial, counted, name="batch")
+    # C := C + alpha * (empty sum) is not the loop that runs no iteration: alpha = inf or NaN
+    # would write NaN, and -0.0 would come back +0.0. (Folded away for a static trip count.)
+    with b.if_then(loop_runs(b, *(as_value(b, d) for d in (start, stop, step)))):
+        kernel.epilogue(acc, e.value(inst.c))
 
 
 def trip_count(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
     """Iterations of `for (v = start; v < stop; v += step)`: none for step <= 0 (as `for`
     runs), and computed without overflow: (stop - start - 1) / step + 1, unsigned."""
-    runs = b.and_(b.icmp_signed("<", start, stop), b.icmp_signed(">", step, const(0)))
+    runs = loop_runs(b, start, stop, step)
     safe_step = b.select(runs, step, const(1))
     count = b.add(b.udiv(b.sub(b.sub(stop, start), const(1)), safe_step), const(1))
     return b.select(runs, count, const(0))
