@@ -31,6 +31,7 @@ from nanotc.lowering.nanokernel import plan
 from nanotc.lowering.pipeline import lower
 from nanotc.runtime import amx, jit
 from nanotc.runtime import cache as kernel_cache
+from nanotc.runtime.interrupts import interrupts_held
 from nanotc.runtime.launcher import Kernel
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.tuning import database
@@ -81,7 +82,8 @@ class Compilation:
         return jit.optimize(self.llvm_ir, self.target)
 
     def optimized_ir(self) -> str:
-        return str(self.optimized)
+        with interrupts_held():  # llvmlite's string of the module is freed twice if interrupted
+            return str(self.optimized)
 
     def assembly(self) -> str:
         return jit.assembly(self.optimized, self.target)

@@ -7,6 +7,9 @@ Machine code may call the compiler runtime (libgcc): targets without F16C conver
 `__extendhfsf2` / `__truncsfhf2`. MCJIT resolves such calls in the process's global symbol
 namespace, where libgcc_s is not (llvmlite's library links it privately), and an unresolved call
 jumps to address 0, so the runtime library is loaded into that namespace first.
+
+Ctrl-C waits until a call into LLVM is done (`interrupts.uninterrupted`): llvmlite's bindings
+are not safe against a KeyboardInterrupt between their statements.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from functools import lru_cache
 
 import llvmlite.binding as llvm
 
+from nanotc.runtime.interrupts import uninterrupted
 from nanotc.targets import Target
 
 # The nanokernels arrive vectorised and unrolled: O3's extra loop work added ~30% to compile
@@ -68,6 +72,7 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
     )
 
 
+@uninterrupted
 def optimize(llvm_ir: str, target: Target) -> llvm.ModuleRef:
     """Parse, verify and optimise (O2 with loop and SLP vectorisation) for the target."""
     _initialize()
@@ -84,10 +89,12 @@ def optimize(llvm_ir: str, target: Target) -> llvm.ModuleRef:
     return module
 
 
+@uninterrupted
 def assembly(module: llvm.ModuleRef, target: Target) -> str:
     return target_machine(target).emit_assembly(module)
 
 
+@uninterrupted
 def object_code(module: llvm.ModuleRef, target: Target) -> bytes:
     return target_machine(target).emit_object(module)
 
@@ -107,12 +114,14 @@ class _LoadedCode:
 class JitModule(_LoadedCode):
     """Optimised machine code of one module, loaded into this process."""
 
+    @uninterrupted
     def __init__(self, module: llvm.ModuleRef, target: Target):
         self.module = module
         self.engine = llvm.create_mcjit_compiler(module, target_machine(target, jit=True))
         self.engine.finalize_object()
 
 
+@uninterrupted
 def jit_object_code(module: llvm.ModuleRef, target: Target) -> bytes:
     """An object file of `module` for loading into this process (`ObjectModule`): generated
     as the JIT generates code (JIT code model), unlike `object_code`'s position-independent
@@ -126,6 +135,7 @@ class ObjectModule(_LoadedCode):
     Loading links the object in memory (relocations, the C library's symbols) without
     generating code, so it takes milliseconds: the kernel cache loads its entries this way."""
 
+    @uninterrupted
     def __init__(self, data: bytes, target: Target):
         _initialize()
         machine = target_machine(target, jit=True)

@@ -12,7 +12,12 @@ more per two-thread launch than one thread did: a queue, a future and two thread
 
 One process-wide pool serves every launch, one launch at a time; it grows when a launch asks
 for more threads than it has. Its threads are joined at exit, before the JIT frees their
-code; a child process forked from this one starts a pool of its own.
+code. The code is compiled once per process and kept: a child process forked from this one
+starts threads of its own on the code it inherited, and neither frees the parent's pool
+nor calls into LLVM to do so (another parent thread may have held llvmlite's lock at the
+fork, and the child would wait on it forever). Ctrl-C waits until a start or stop is done
+and recorded (`interrupts.interrupts_held`), so the workers running always match the pool's
+count.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import atexit
 import ctypes
 import os
 import threading
+from functools import lru_cache
 from importlib import resources
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from nanotc import targets
+from nanotc.runtime.interrupts import interrupts_held, uninterrupted
 from nanotc.runtime.jit import JitModule, optimize
 
 # About 100 µs at this machine's 2.6 GHz timestamp counter: covers the Python work (argument
@@ -63,26 +70,44 @@ def pool_source(spin_cycles: int = SPIN_CYCLES) -> str:
     return text.replace("@SPIN_CYCLES@", str(spin_cycles)).replace("@PAUSE@", pause)
 
 
+class _PoolCode:
+    """pool.ll's machine code and its three entry points."""
+
+    def __init__(self, spin_cycles: int):
+        target = targets.host()
+        self.module = JitModule(optimize(pool_source(spin_cycles), target), target)
+        self.start = _START(self.module.address("nanotc_pool_start"))
+        self.stop = _STOP(self.module.address("nanotc_pool_stop"))
+        self.run = _RUN(self.module.address("nanotc_pool_run"))
+
+
+@lru_cache
+@uninterrupted
+def _pool_code(spin_cycles: int) -> _PoolCode:
+    """Compiled once per process and spin budget, kept until exit (and in forked children)."""
+    return _PoolCode(spin_cycles)
+
+
 class NativePool:
     """`workers` native threads; `run` executes one launch's chunks on them. Workers spin for
     `spin_cycles` after each chunk (0: they always sleep)."""
 
     def __init__(self, workers: int, spin_cycles: int = SPIN_CYCLES):
         self.workers = workers
-        target = targets.host()
-        source = pool_source(spin_cycles)
-        self._code = JitModule(optimize(source, target), target)  # owns the workers' code
+        self._code = _pool_code(spin_cycles)
         self._state = _aligned_zeros(_POOL_BYTES)
         self._boxes = _aligned_zeros(_MAILBOX_BYTES * max(workers, 1))
         self._threads = np.zeros(max(workers, 1), dtype=np.uint64)
         # addresses read once: reading `.ctypes.data` costs microseconds at every launch
         self._state_at, self._boxes_at = self._state.ctypes.data, self._boxes.ctypes.data
-        self._run = _RUN(self._code.address("nanotc_pool_run"))
+        self._run = self._code.run
         self._lock = threading.Lock()
-        started = self._call_start()
-        if started < workers:
-            self._call_stop(started)
-            raise PoolError(f"could not start {workers} worker threads (started {started})")
+        try:
+            with interrupts_held():
+                self._start()
+        except KeyboardInterrupt:  # noted during the start: the workers run, stop them
+            self.stop()
+            raise
 
     def run(self, entry: int, slots: int, bounds: int, chunks: int, size: int) -> int | None:
         """Runs work-groups [bounds[2c], bounds[2c + 1]) (int64 at address `bounds`) of a
@@ -96,19 +121,23 @@ class NativePool:
                 return None
             return self._run(self._state_at, self._boxes_at, entry, slots, bounds, chunks, size)
 
+    @uninterrupted
     def stop(self) -> None:
         """Joins the workers; waits for a launch in progress to finish first."""
         with self._lock:
             self._call_stop(self.workers)
             self.workers = 0
 
-    def _call_start(self) -> int:
-        start = _START(self._code.address("nanotc_pool_start"))
-        return start(self._state_at, self._boxes_at, self.workers, self._threads.ctypes.data)
+    def _start(self) -> None:
+        started = self._code.start(
+            self._state_at, self._boxes_at, self.workers, self._threads.ctypes.data
+        )
+        if started < self.workers:
+            self._call_stop(started)
+            raise PoolError(f"could not start {self.workers} worker threads (started {started})")
 
     def _call_stop(self, workers: int) -> None:
-        stop = _STOP(self._code.address("nanotc_pool_stop"))
-        stop(self._state_at, self._boxes_at, workers, self._threads.ctypes.data)
+        self._code.stop(self._state_at, self._boxes_at, workers, self._threads.ctypes.data)
 
 
 def _aligned_zeros(size: int, alignment: int = 128) -> np.ndarray:
@@ -127,9 +156,10 @@ def pool_for(chunks: int) -> NativePool:
     global _pool
     with _pool_lock:
         if _pool is None or _pool.workers < chunks - 1:
-            if _pool is not None:
-                _pool.stop()
-            _pool = NativePool(chunks - 1)
+            with interrupts_held():  # Ctrl-C after the new pool is recorded, not before
+                if _pool is not None:
+                    _pool.stop()
+                _pool = NativePool(chunks - 1)
         return _pool
 
 
@@ -150,9 +180,15 @@ def _shutdown() -> None:
             _pool = None
 
 
+_inherited: list[NativePool] = []  # the parent's pools, never freed in a forked child
+
+
 def _forget_in_child() -> None:
-    """A forked child has none of the parent's threads: its launches start a new pool."""
+    """A forked child has none of the parent's threads: its launches start a new pool. The
+    parent's stays referenced, as freeing it could free LLVM objects of the parent's."""
     global _pool, _pool_lock
+    if _pool is not None:
+        _inherited.append(_pool)
     _pool, _pool_lock = None, threading.Lock()
 
 

@@ -133,12 +133,16 @@ def host() -> Target:
     """The running machine, described from LLVM's view of its CPU."""
     import llvmlite.binding as llvm
 
-    features = llvm.get_host_cpu_features()
+    from nanotc.runtime.interrupts import interrupts_held
+
+    with interrupts_held():  # llvmlite's strings are freed twice if interrupted
+        features = llvm.get_host_cpu_features()
+        cpu = llvm.get_host_cpu_name()
     has = {name for name, on in features.items() if on}
     avx512 = {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= has
     return Target(
         name="host",
-        llvm_cpu=llvm.get_host_cpu_name(),
+        llvm_cpu=cpu,
         llvm_features=features.flatten(),
         vector_bits=512 if avx512 else 256 if "avx2" in has else 128,
         vector_registers=32 if avx512 else 16,
@@ -151,7 +155,7 @@ def host() -> Target:
         l1_ways=_cache_ways(1, 8),
         l2_bytes=_cache_size(2, 1024 * 1024),
         l3_bytes=_cache_size(3, 32 * 1024 * 1024),
-        **(MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if avx512 else {}),
+        **(MEASURED_RATES.get(cpu, {}) if avx512 else {}),
     )
 
 
@@ -220,9 +224,11 @@ def get(name: str | Target | None) -> Target:
 
 
 def runs_on_host(target: Target) -> bool:
-    """Whether code for `target` can execute here (its features are a subset of the host's)."""
-    import llvmlite.binding as llvm
+    """Whether code for `target` can execute here (its features are a subset of the host's).
+    From `host()`'s features, read from LLVM once: a compile that the kernel cache answers
+    calls no LLVM function."""
+    return _enabled(target.llvm_features) <= _enabled(host().llvm_features)
 
-    have = {n for n, on in llvm.get_host_cpu_features().items() if on}
-    need = {f[1:] for f in target.llvm_features.split(",") if f.startswith("+")}
-    return need <= have
+
+def _enabled(features: str) -> set[str]:
+    return {f[1:] for f in features.split(",") if f.startswith("+")}

@@ -1,9 +1,11 @@
 """The native thread pool of multi-threaded launches (`nanotc.runtime.pool`): every chunk runs
 once, on spinning or sleeping workers, from concurrent Python threads, in forked children, and
-the process exits cleanly with its workers running."""
+the process exits cleanly with its workers running; Ctrl-C during starts, stops and compiles."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 from nanotc.runtime import jit, pool
+from nanotc.runtime.interrupts import interrupts_held
 from nanotc.targets import host
 
 from .helpers import compiled
@@ -166,3 +169,137 @@ def test_a_launch_survives_another_thread_growing_the_pool() -> None:
         """
     )
     assert result.returncode == 0 and result.stdout.startswith("ok"), result.stderr
+
+
+def test_a_child_forked_while_another_thread_compiles_runs_on_the_inherited_pool_code() -> None:
+    """The parent's pool has run and another thread is compiling (inside LLVM, holding
+    llvmlite's lock) when the process forks: the child neither frees the parent's pool nor
+    compiles the pool's code again, so its fork returns and its two-thread launch runs (2 of
+    10 children hung inside os.fork when the fork handler freed the parent's pool)."""
+    result = run_python(
+        f"""
+        import os, threading, time, numpy as np, nanotc
+        kernel = nanotc.compile({HITS!r}, cache=False)["k"]
+        kernel(np.zeros(8, np.int32), group_size=8, num_threads=2)  # the parent's pool runs
+        def compiling():
+            for i in range(200):
+                nanotc.compile({HITS!r} + f"; {{i}}", cache=False)
+        threading.Thread(target=compiling, daemon=True).start()
+        time.sleep(0.2)
+        hung = 0
+        for _ in range(10):
+            pid = os.fork()
+            if pid == 0:
+                hits = np.zeros(64, np.int32)
+                kernel(hits, group_size=64, num_threads=2)
+                os._exit(0 if (hits == 1).all() else 3)
+            for _ in range(100):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    assert os.waitstatus_to_exitcode(status) == 0
+                    break
+                time.sleep(0.05)
+            else:
+                hung += 1
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+        print("hung", hung)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["hung", "0"]
+
+
+def ctrl_c_during(function: object) -> object:
+    """`function` (a native entry point of the pool) with a SIGINT sent just before it runs:
+    Python sees it at the first bytecode after the native call returns."""
+
+    def interrupted(*args: object) -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        return function(*args)  # type: ignore[operator]
+
+    return interrupted
+
+
+def worker_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_ctrl_c_during_a_pool_stop_is_raised_once_the_workers_are_joined(monkeypatch) -> None:
+    """A KeyboardInterrupt between the native stop and `workers = 0` left a pool that claimed
+    workers it no longer had: the next launch on it waited forever."""
+    workers = pool.NativePool(2)
+    before = worker_threads()
+    monkeypatch.setattr(workers._code, "stop", ctrl_c_during(workers._code.stop))
+    with pytest.raises(KeyboardInterrupt):
+        workers.stop()
+    assert workers.workers == 0 and worker_threads() == before - 2
+
+
+def test_ctrl_c_during_a_pool_start_stops_the_started_workers(monkeypatch) -> None:
+    """A KeyboardInterrupt as the workers start must not leave them running on a pool nobody
+    holds (the process crashed once it was freed)."""
+    before = worker_threads()
+    code = pool._pool_code(pool.SPIN_CYCLES)
+    monkeypatch.setattr(code, "start", ctrl_c_during(code.start))
+    with pytest.raises(KeyboardInterrupt):
+        pool.NativePool(3)
+    assert worker_threads() == before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_while_the_process_pool_grows_records_the_new_pool(monkeypatch) -> None:
+    """The interrupt is raised after the grown pool is the process's: a launch right after
+    runs on it."""
+    code = pool._pool_code(pool.SPIN_CYCLES)
+    monkeypatch.setattr(code, "start", ctrl_c_during(code.start))
+    wanted = pool.pool_for(2).workers + 2
+    with pytest.raises(KeyboardInterrupt):
+        pool.pool_for(wanted + 1)
+    monkeypatch.undo()
+    assert pool.pool_for(wanted + 1).workers == wanted
+    assert (hits_after(100, wanted + 1) == 1).all()
+
+
+def test_interrupts_held_raises_after_the_block() -> None:
+    with pytest.raises(KeyboardInterrupt), interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        finished = True
+    assert finished and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupts_held():
+        pass  # nothing noted, nothing raised
+
+
+def test_ctrl_c_storm_during_compiles_raises_keyboard_interrupt_only() -> None:
+    """SIGINT at random moments of cold and cached compiles: each is a KeyboardInterrupt (or
+    nothing), never an abort. An interrupt inside llvmlite's string handling freed a string
+    twice (`free(): double free detected`, SIGABRT) within seconds."""
+    result = run_python(
+        f"""
+        import os, random, signal, threading, time, nanotc
+        rng = random.Random(1)
+        def storm():
+            while True:
+                time.sleep(rng.uniform(0.0005, 0.02))
+                os.kill(os.getpid(), signal.SIGINT)
+        for i in range(7):
+            nanotc.compile({HITS!r} + f"; {{i}}")  # the even ones below are memory hits
+        compiles = interrupts = i = 0
+        threading.Thread(target=storm, daemon=True).start()
+        end = time.time() + 3
+        try:
+            while time.time() < end:
+                i += 1
+                try:
+                    nanotc.compile({HITS!r} + f"; {{i % 7}}", cache=i % 2 == 0)
+                    compiles += 1
+                except KeyboardInterrupt:
+                    interrupts += 1
+        except KeyboardInterrupt:
+            pass  # the storm's signal may also land in this loop's own lines
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("compiles", compiles > 0, "interrupts", interrupts > 0)
+        """
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["compiles", "True", "interrupts", "True"]
