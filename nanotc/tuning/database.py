@@ -160,7 +160,10 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(temporary, path)
+        try:
+            os.replace(temporary, path)
+        except OSError as error:  # name the database, not the temporary file (a user's error)
+            raise OSError(error.errno, error.strerror, str(path)) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

@@ -258,6 +258,20 @@ def test_cache_command_reports_and_clears(cache_dir: Path) -> None:
     assert entries(cache_dir) == []
 
 
+def test_cache_clear_names_a_tuning_database_it_cannot_replace(cache_dir: Path) -> None:
+    (cache_dir / "tuning.json").mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "nanotc", "cache", "clear", "--tuning"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+    assert result.returncode == 1
+    assert result.stderr == f"nanotc cache: {cache_dir / 'tuning.json'}: Is a directory\n"
+    assert not list(cache_dir.glob("*.tmp"))  # no temporary left
+
+
 @pytest.mark.parametrize("cache", [False, True])
 def test_machine_code_lives_as_long_as_what_can_run_it(cache_dir: Path, cache: bool) -> None:
     """A kernel or a prepared launch keeps its compilation's machine code; once neither is
