@@ -6,6 +6,7 @@ sizes and strides."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -432,6 +433,23 @@ def test_alloca_placement_follows_the_limits() -> None:
     offsets, scratch = plan_scratch(prog.functions[0])
     assert len(offsets) == 2  # the fifth 60 KB one and the 280 KB one
     assert scratch >= 15000 * 4 + 70000 * 4
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_large_stack_frame_is_entered_a_page_at_a_time(target: str) -> None:
+    """Four 60 KiB allocas make a 240 KiB frame. On a thread whose stack is smaller (musl's
+    128 KiB default, a C pool's own size), one `sub $0x3c..., %rsp` jumped over the guard
+    page, and the kernel wrote into another thread's stack. With stack probes, the prologue
+    lowers the stack pointer at most a page at a time and touches each page."""
+    from nanotc.codegen.asm import function_lines
+
+    from .helpers import compiled
+
+    asm = "\n".join(function_lines(compiled(alloca_kernel([15000] * 4), target).assembly(), "k"))
+    drops = [int(m, 16) for m in re.findall(r"subq\s+\$0x([0-9a-f]+), %rsp", asm)]
+    drops += [int(m) for m in re.findall(r"subq\s+\$(\d+), %rsp", asm)]
+    assert drops and max(drops) <= 4096, drops
+    assert re.search(r"movq\s+\$0, \(%rsp\)", asm)  # the probe of each page
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -44,6 +44,7 @@ from nanotc.targets import Target
 STACK_TOTAL_LIMIT = 256 * 1024
 """Stack bytes a kernel may use for allocas before the rest move to heap scratch (worker
 threads have the platform's default stack, typically 8 MiB)."""
+PROBE_STACK = '"probe-stack"="inline-asm"'
 
 
 def emit_module(program: Program, target: Target, name: str = "nanotc") -> ir.Module:
@@ -76,10 +77,20 @@ def _native_name(func: Function, arg: abi.NativeArg) -> str:
     return base + suffix
 
 
+class _ProbedAttributes(ir.values.FunctionAttributes):
+    """llvmlite's function attributes and the string attribute that asks for stack probes."""
+
+    _known = ir.values.FunctionAttributes._known | {PROBE_STACK}
+
+
 def emit_kernel(module: ir.Module, func: Function, target: Target) -> ir.Function:
     native = abi.flatten(func)
     fn_type = ir.FunctionType(I32, [native_type(a) for a in native] + [I64] * 3)
     fn = ir.Function(module, fn_type, abi.kernel_symbol(func.name))
+    # the frame (allocas up to STACK_TOTAL_LIMIT) is entered a page at a time, so a thread whose
+    # stack is smaller meets its guard page instead of writing past it into other memory
+    fn.attributes = _ProbedAttributes()
+    fn.attributes.add(PROBE_STACK)
     for arg, value in zip(native, fn.args):
         value.name = local_name(_native_name(func, arg))
     begin, end, size = fn.args[len(native) :]
