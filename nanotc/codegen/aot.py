@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 from llvmlite import ir
@@ -60,82 +61,36 @@ _C_KEYWORDS = (
     "typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false "
     "alignas alignof nullptr static_assert thread_local typeof main"
 )
-# the header has an extern "C" block for C++ includers
+# the header has an extern "C" block for C++ includers (`std`: their standard headers' namespace)
 _CPP_KEYWORDS = (
     "and and_eq asm bitand bitor catch char8_t char16_t char32_t class co_await co_return "
     "co_yield compl concept const_cast consteval constexpr constinit decltype delete "
     "dynamic_cast explicit export friend mutable namespace new noexcept not not_eq operator or "
     "or_eq private protected public reinterpret_cast requires static_cast template this throw "
-    "try typeid typename using virtual wchar_t xor xor_eq"
+    "try typeid typename using virtual wchar_t xor xor_eq std"
 )
 
 
-def _stdint_names() -> list[str]:
-    """The typedefs and macros of <stdint.h>, which the header includes."""
-    kinds = ("", "_least", "_fast")
-    names = ["intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "NULL", "SIZE_MAX"]
-    names += ["INTMAX_C", "UINTMAX_C", "INTPTR_MIN", "INTPTR_MAX", "UINTPTR_MAX"]
-    names += ["INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX", "PTRDIFF_MIN", "PTRDIFF_MAX"]
-    names += [f"{k}_{e}" for k in ("SIG_ATOMIC", "WCHAR", "WINT") for e in ("MIN", "MAX")]
-    for bits in (8, 16, 32, 64):
-        names += [f"INT{bits}_C", f"UINT{bits}_C"]
-        for kind in kinds:
-            names += [f"int{kind}{bits}_t", f"uint{kind}{bits}_t"]
-            names += [f"INT{kind.upper()}{bits}_MIN", f"INT{kind.upper()}{bits}_MAX"]
-            names.append(f"UINT{kind.upper()}{bits}_MAX")
-    return names
+def _c_library_names() -> tuple[frozenset[str], frozenset[str]]:
+    """The functions, and the other names (macros, typedefs, objects, enumeration constants),
+    that the C library's headers a caller plausibly includes take (`c_library_names.txt`,
+    written by scripts/c_library_names.py from glibc's headers with _GNU_SOURCE)."""
+    text = resources.files(__package__).joinpath("c_library_names.txt").read_text()
+    sections: dict[str, set[str]] = {}
+    current: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), set())
+        elif line and not line.startswith("#"):
+            current.add(line)
+    return frozenset(sections["functions"]), frozenset(sections["names"])
 
 
-# macros gcc predefines in its default (GNU) modes, and ones common headers define that a
-# program including the header is likely to include first
-_COMMON_MACROS = "linux unix i386 I EOF errno assert offsetof complex imaginary"
-# the types, objects and macros (not the functions) of <stdio.h>, <stdlib.h>, <stddef.h>,
-# <math.h> (with glibc's M_ constants), <limits.h>, <float.h>, <errno.h> and <stdarg.h>: a
-# kernel or parameter so named would break the header included after them
-_C_LIBRARY_NAMES = """
-FILE fpos_t stdin stdout stderr BUFSIZ FILENAME_MAX FOPEN_MAX L_tmpnam TMP_MAX SEEK_SET
-SEEK_CUR SEEK_END div_t ldiv_t lldiv_t size_t wchar_t ptrdiff_t max_align_t EXIT_FAILURE
-EXIT_SUCCESS RAND_MAX MB_CUR_MAX float_t double_t HUGE_VAL HUGE_VALF HUGE_VALL INFINITY NAN
-FP_INFINITE FP_NAN FP_NORMAL FP_SUBNORMAL FP_ZERO FP_ILOGB0 FP_ILOGBNAN MATH_ERRNO
-MATH_ERREXCEPT math_errhandling fpclassify isfinite isinf isnan isnormal signbit isgreater
-isgreaterequal isless islessequal islessgreater isunordered M_E M_LOG2E M_LOG10E M_LN2 M_LN10
-M_PI M_PI_2 M_PI_4 M_1_PI M_2_PI M_2_SQRTPI M_SQRT2 M_SQRT1_2 CHAR_BIT SCHAR_MIN SCHAR_MAX
-UCHAR_MAX CHAR_MIN CHAR_MAX MB_LEN_MAX SHRT_MIN SHRT_MAX USHRT_MAX INT_MIN INT_MAX UINT_MAX
-LONG_MIN LONG_MAX ULONG_MAX LLONG_MIN LLONG_MAX ULLONG_MAX FLT_RADIX FLT_MANT_DIG DBL_MANT_DIG
-FLT_DIG DBL_DIG FLT_EPSILON DBL_EPSILON FLT_MIN DBL_MIN FLT_MAX DBL_MAX FLT_ROUNDS
-FLT_EVAL_METHOD DECIMAL_DIG EDOM ERANGE EILSEQ va_list
-"""
-# the functions (and <stdarg.h>'s macros) of the ISO C library headers a C caller is likely to
-# include, <math.h>'s in their float and long double variants too, and a few GNU builtins:
-# gcc knows most of them as built-in functions, and a kernel declared under one of their
-# names conflicts with the built-in or the library's declaration (parameters may take them)
-_C_LIBRARY_FUNCTIONS = """
-remove rename tmpfile tmpnam fclose fflush fopen freopen setbuf setvbuf fprintf fscanf printf
-scanf snprintf sprintf sscanf vfprintf vfscanf vprintf vscanf vsnprintf vsprintf vsscanf fgetc
-fgets fputc fputs getc getchar gets putc putchar puts ungetc fread fwrite fgetpos fseek fsetpos
-ftell rewind clearerr feof ferror perror atof atoi atol atoll strtod strtof strtold strtol
-strtoll strtoul strtoull rand srand calloc free malloc realloc aligned_alloc abort atexit
-at_quick_exit exit _Exit quick_exit getenv system bsearch qsort abs labs llabs div ldiv lldiv
-mblen mbtowc wctomb mbstowcs wcstombs memcpy memmove strcpy strncpy strcat strncat memcmp
-strcmp strcoll strncmp strxfrm memchr strchr strcspn strpbrk strrchr strspn strstr strtok
-memset strerror strlen isalnum isalpha isblank iscntrl isdigit isgraph islower isprint
-ispunct isspace isupper isxdigit tolower toupper clock difftime mktime time asctime ctime
-gmtime localtime strftime signal raise setjmp longjmp va_start va_arg va_end va_copy
-alloca bzero bcmp index rindex strdup strndup stpcpy stpncpy ffs
-"""
-_C_MATH_FUNCTIONS = """
-acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb
-ldexp log log10 log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma
-tgamma ceil floor nearbyint rint lrint llrint round lround llround trunc fmod remainder remquo
-copysign nan nextafter nexttoward fdim fmax fmin fma
-"""
-_RESERVED_KERNEL_NAMES = frozenset(
-    [*_C_LIBRARY_FUNCTIONS.split(),
-     *(f + suffix for f in _C_MATH_FUNCTIONS.split() for suffix in ("", "f", "l"))]
-)  # fmt: skip
+# a kernel named after a library function would replace it in the whole program (its symbol
+# interposes the library's), and gcc's built-in or the header's declaration conflicts with it
+_C_LIBRARY_FUNCTIONS, _C_LIBRARY_NAMES = _c_library_names()
 _RESERVED_C_NAMES = frozenset(
-    [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_COMMON_MACROS.split(),
-     *_C_LIBRARY_NAMES.split(), *_stdint_names()]
+    [*_C_KEYWORDS.split(), *_CPP_KEYWORDS.split(), *_C_LIBRARY_NAMES]
 )  # fmt: skip
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LAUNCH_NAMES = frozenset({*abi.LAUNCH_ARGS, "args", "slots", "chunk", "status"})
@@ -160,8 +115,8 @@ def scalar_c_type(t: ScalarType) -> str:
 
 
 def _usable(name: str) -> bool:
-    """A C identifier no keyword, <stdint.h> name or implementation-reserved name (`_X...`,
-    `__...`, or the header guards' NANOTC_ prefix) could break."""
+    """A C identifier no keyword, name of the C library's headers or implementation-reserved
+    name (`_X...`, `__...`, or the header guards' NANOTC_ prefix) could break."""
     reserved = name in _RESERVED_C_NAMES or re.match(r"_[A-Z_]|NANOTC_", name)
     return bool(_IDENTIFIER.match(name)) and not reserved
 
@@ -172,12 +127,14 @@ def c_name(kernel: str) -> str:
         why = "is not a C identifier"
     elif not _usable(kernel):
         why = (
-            "is reserved in C or C++ (a keyword, a <stdint.h> name, a common macro such as "
-            "`linux`, a type, object or macro of the C library such as `stdout`, or a reserved"
-            " prefix)"
+            "is reserved in C or C++ (a keyword, a macro such as `linux` or `EINVAL`, a type,"
+            " object or constant of the C library such as `stdout`, or a reserved prefix)"
         )
-    elif kernel in _RESERVED_KERNEL_NAMES:
-        why = "is a function of the C library, which gcc and its headers declare otherwise"
+    elif kernel in _C_LIBRARY_FUNCTIONS:
+        why = (
+            "is a function of the C library (or POSIX), which its headers declare otherwise and"
+            " whose symbol the kernel's would replace in the whole program"
+        )
     elif kernel.startswith("nanotc_"):
         why = "takes the prefix of the header's own functions (nanotc_request_amx)"
     elif kernel in _RUN_PARAMETERS:

@@ -430,3 +430,36 @@ def test_kernels_named_after_c_library_functions_are_refused(tmp_path, language)
     headers = ["stdio.h", "stdlib.h", "string.h", "math.h", "stdarg.h"]
     includes = "".join(f"#include <{h}>\n" for h in headers)
     syntax_check(tmp_path, includes + '#include "k.h"\n', language)
+
+
+POSIX_AND_GNU_FUNCTIONS = ["write", "read", "close", "select", "sleep", "kill", "random",
+                           "getline", "y0", "j1", "gamma", "finite", "significand"]  # fmt: skip
+# macros, typedefs and constants of <float.h>, <errno.h>, <time.h>, <signal.h>, <limits.h> and
+# <stdlib.h> that the hand-kept lists before c_library_names.txt let through
+LIBRARY_NAMES = ["FLT_TRUE_MIN", "DBL_DECIMAL_DIG", "LDBL_MAX", "EINVAL", "ENOMEM",
+                 "CLOCKS_PER_SEC", "SIGINT", "PATH_MAX", "lldiv_t", "greg_t"]  # fmt: skip
+
+
+@needs_gcc
+@pytest.mark.parametrize(
+    ("language", "standard"), [("c", "-std=c11"), ("c", "-std=gnu17"), ("c++", "-std=c++17")]
+)
+def test_names_of_posix_and_gnu_headers_are_refused_or_renamed(
+    tmp_path: Path, language: str, standard: str
+) -> None:
+    """A kernel @write replaced the C library's write() in the whole program (a shared
+    library's write printed nothing); @y0 clashed with <math.h> in gcc's default mode and
+    with its built-in under -Werror; @std broke the header beside any C++ standard header.
+    Parameters named after the headers' macros and typedefs broke it after their headers;
+    now they are renamed. Both lists come from scripts/c_library_names.py."""
+    for name in [*POSIX_AND_GNU_FUNCTIONS, *LIBRARY_NAMES, "std"]:
+        with pytest.raises(AotError, match=f"@{name} cannot be declared in C"):
+            c_header(nanotc.load(f"func @{name}(%a: f32) {{}}\n"))
+    text = f"func @k({', '.join(f'%{n}: f32' for n in LIBRARY_NAMES)}) {{}}\n"
+    (tmp_path / "k.h").write_text(c_header(nanotc.load(text)))
+    headers = ["stdio.h", "stdlib.h", "math.h", "float.h", "errno.h", "time.h", "signal.h"]
+    headers += ["limits.h", "unistd.h", "pthread.h"]
+    includes = "".join(f"#include <{h}>\n" for h in headers)
+    if language == "c++":
+        includes += "#include <vector>\n"
+    syntax_check(tmp_path, includes + '#include "k.h"\n', language, standard)
