@@ -16,6 +16,7 @@ correctness.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +64,24 @@ def signature(g: Gemm, path: str, shape: tuple[int | None, ...], reserved: int) 
 
 @dataclass(frozen=True)
 class GemmChoice:
-    """A register tile (`mv` vectors by `nr` columns) and, for the blocked path, block sizes."""
+    """A register tile (`mv` vectors by `nr` columns) and, for the blocked path, block sizes.
+    ValueError unless the tile is two and the blocking three positive integers of usable sizes
+    (numpy integers count; a tile or blocking that does not fit the target is ignored later)."""
 
     tile: tuple[int, int] | None = None
     blocking: tuple[int, int, int] | None = None  # mc, kc, nc
+
+    def __post_init__(self) -> None:
+        tile = _positive_ints(self.tile, 2, "tile")
+        blocking = _positive_ints(self.blocking, 3, "blocking")
+        if tile is not None and max(tile) > MAX_TILE_EXTENT:
+            raise ValueError(f"tile {list(tile)}: no register file holds it")
+        if blocking is not None:
+            mc, kc, nc = blocking
+            if (mc + nc) * kc > MAX_BLOCK_ELEMENTS:
+                raise ValueError(f"blocking {list(blocking)}: its packed blocks are too large")
+        object.__setattr__(self, "tile", tile)
+        object.__setattr__(self, "blocking", blocking)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -78,18 +93,14 @@ class GemmChoice:
 
     @staticmethod
     def from_json(data: Any) -> GemmChoice:
-        """The choice a database record holds; ValueError unless the tile is two and the
-        blocking three positive integers of usable sizes (the file may be edited by hand)."""
+        """The choice a database record holds (the file may be edited by hand): ValueError
+        where the constructor's checks fail, and for values JSON gives as other than lists."""
         if not isinstance(data, Mapping):
             raise ValueError(f"a record is a JSON object, not {type(data).__name__}")
-        tile = _positive_ints(data.get("tile"), 2, "tile")
-        blocking = _positive_ints(data.get("blocking"), 3, "blocking")
-        if tile is not None and max(tile) > MAX_TILE_EXTENT:
-            raise ValueError(f"tile {list(tile)}: no register file holds it")
-        if blocking is not None:
-            mc, kc, nc = blocking
-            if (mc + nc) * kc > MAX_BLOCK_ELEMENTS:
-                raise ValueError(f"blocking {list(blocking)}: its packed blocks are too large")
+        tile, blocking = data.get("tile"), data.get("blocking")
+        for what, value in (("tile", tile), ("blocking", blocking)):
+            if value is not None and not isinstance(value, list):
+                raise ValueError(f"{what} is a list of positive integers, not {value!r}")
         return GemmChoice(tile, blocking)  # type: ignore[arg-type]
 
     def describe(self) -> str:
@@ -106,15 +117,16 @@ MAX_BLOCK_ELEMENTS = 1 << 24  # packed A and B blocks (128 MiB of f64): far past
 
 
 def _positive_ints(value: Any, count: int, what: str) -> tuple[int, ...] | None:
-    if value is None or value == []:
+    """`value` as a tuple of `count` Python ints, each positive (None for None or empty)."""
+    if value is None or (isinstance(value, list | tuple) and len(value) == 0):
         return None
-    if not (
-        isinstance(value, list)
-        and len(value) == count
-        and all(type(x) is int and x > 0 for x in value)
-    ):
+    try:
+        numbers = tuple(operator.index(x) for x in value if not isinstance(x, bool))
+    except TypeError:
+        numbers = ()
+    if len(numbers) != count or len(value) != count or min(numbers) <= 0:
         raise ValueError(f"{what} is {count} positive integers, not {value!r}")
-    return tuple(value)
+    return numbers
 
 
 @dataclass(frozen=True)
@@ -160,7 +172,7 @@ def register_tile_for(
     if choice is not None and choice.tile is not None:
         mv, nr = choice.tile
         tile = RegisterTile(mv, nr, target.lanes(element))
-        if mv > 0 and nr > 0 and fits(tile, target, reserved, dynamic_rows=m is None):
+        if fits(tile, target, reserved, dynamic_rows=m is None):
             return tile
     return model(target, element, m, n, k, reserved)
 
@@ -174,4 +186,4 @@ def blocking_override(
         return None
     mc, kc, nc = choice.blocking
     whole = mc % tile.mr == 0 and nc % tile.nr == 0
-    return (mc, kc, nc) if whole and min(mc, kc, nc) > 0 else None
+    return (mc, kc, nc) if whole else None
