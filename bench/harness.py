@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.peers import NAMES as peer_names
-from nanotc.cli.options import non_negative, positive
+from nanotc.cli.options import non_negative, positive, seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
@@ -608,7 +608,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=positive, default=5, help="timed calls (default 5)")
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds,
         default=10.0,
         help="seconds of timed calls per implementation and configuration, pooled over the "
         "interleaved rounds (default 10)",

@@ -163,3 +163,6 @@ def guarded(command: str, run: Callable[[], int]) -> int:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"nanotc {command}: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, no traceback
+        print(f"nanotc {command}: interrupted", file=sys.stderr)
+        return 130

@@ -4,6 +4,7 @@ name (`argument --threads: expected at least 1, got 0`) before any work starts."
 from __future__ import annotations
 
 import argparse
+import math
 
 
 def positive(text: str) -> int:
@@ -19,6 +20,17 @@ def kernel_name(text: str) -> str:
 def non_negative(text: str) -> int:
     """An integer of at least 0."""
     return _at_least(text, 0)
+
+
+def seconds(text: str) -> float:
+    """A number of seconds of at least 0 (`inf`: no limit; not NaN, which no clock passes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text}")
+    return value
 
 
 def _at_least(text: str, low: int) -> int:

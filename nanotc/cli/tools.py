@@ -19,7 +19,7 @@ import numpy as np
 from nanotc import targets
 from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
-from nanotc.cli.options import kernel_name, non_negative, positive
+from nanotc.cli.options import kernel_name, non_negative, positive, seconds
 from nanotc.cli.run import make_arguments, parse_sizes
 from nanotc.runtime import cache as kernel_cache
 from nanotc.tuning import database
@@ -64,7 +64,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="number of work-groups")  # fmt: skip
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="integer parameter or dynamic size (PARAM.MODE); repeatable")  # fmt: skip
-    p.add_argument("--budget", type=float, default=20.0, help="seconds of search (default 20)")
+    p.add_argument("--budget", type=seconds, default=20.0, help="seconds of search (default 20)")
     p.add_argument("--tiles", type=positive, default=6,
                    help="register tiles tried per gemm (default 6)")  # fmt: skip
     p.add_argument("--repeat", type=positive, default=5,

@@ -231,6 +231,32 @@ def test_a_malformed_record_is_skipped(tmp_path: Path, monkeypatch, record) -> N
         GemmChoice.from_json(record)
 
 
+@pytest.mark.parametrize(
+    ("tile", "blocking"),
+    [((2.5, 3), None), ((3.0, 4.0), None), (("a", 1), None), ((1,), None), ((0, 3), None),
+     ((True, 3), None), (5, None), (None, (32.0, 64.0, 8.0)), (None, (32, 64)),
+     (None, (32, 10**9, 8)), (None, (0, 64, 8))],
+)  # fmt: skip
+def test_a_choice_given_through_the_api_is_checked_as_a_record_is(tile, blocking) -> None:
+    """numpy integers went through as IR values (a KeyError deep in code generation), floats
+    gave bare TypeErrors, a float blocking gave ill-typed IR and a huge one a MemoryError at
+    launch: the constructor now refuses what `from_json` refuses."""
+    with pytest.raises(ValueError, match=r"positive integers|too large"):
+        GemmChoice(tile, blocking)
+
+
+def test_a_choice_of_numpy_integers_compiles(rng) -> None:
+    text = square(64)
+    (site,) = gemm_sites(nanotc.load(text).function("k"), AVX2)
+    choice = GemmChoice((np.int64(1), np.int32(3)))
+    assert choice == GemmChoice((1, 3)) and type(choice.tile[0]) is int
+    compiled = nanotc.compile(text, AVX2, options=CompileOptions.of({site.key: choice}))
+    a, b = (np.asfortranarray(rng.standard_normal((64, 64), dtype=np.float32)) for _ in "ab")
+    c = np.zeros((64, 64), np.float32, order="F")
+    compiled["k"](a, b, c, group_size=1)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("targets", [[], "x", {"some-target": []}, {"some-target": "x"}])
 def test_a_database_of_the_wrong_shape_reads_as_empty_and_is_rewritten(
     tmp_path: Path, monkeypatch, targets
@@ -401,3 +427,36 @@ def test_tune_command_errors_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     missing = nanotc_cli("tune", "k.ir", "--kernel", "nope", "--group-size", "1", cwd=tmp_path)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("budget", ["nan", "-1", "x"])
+def test_tune_budget_must_be_seconds(tmp_path: Path, budget: str) -> None:
+    """`--budget nan` searched without end (no clock passes NaN), `-1` acted as 0."""
+    (tmp_path / "k.ir").write_text(square(64))
+    result = nanotc_cli("tune", "k.ir", "--kernel", "k", "--group-size", "1",
+                        "--budget", budget, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2 and "argument --budget: expected" in result.stderr
+
+
+def test_ctrl_c_stops_tune_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C during the search printed a Python traceback; it is now one line and the
+    shell's status for SIGINT, and the database is left as it was."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    (tmp_path / "k.ir").write_text(square(256))
+    command = [sys.executable, "-m", "nanotc", "tune", "k.ir", "--kernel", "k",
+               "--group-size", "1", "--budget", "60"]  # fmt: skip
+    child = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    seen = [child.stderr.readline() for _ in range(4)]  # the search's first candidate
+    assert "(analytical)" in seen[-1], seen
+    os.kill(child.pid, signal.SIGINT)
+    _, rest = child.communicate(timeout=60)
+    stderr = "".join(seen) + rest
+    assert child.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "nanotc tune: interrupted"
+    assert "Traceback" not in stderr and not (tmp_path / "tuning.json").exists()
