@@ -49,6 +49,7 @@ class Access(enum.Enum):
 
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
 QUAD_PAIRS = 4
+QUAD_STEP_REGISTERS = 14  # live beside a one-vector tile in a quad step (measured: 1 x 19 spilled)
 
 
 class Beta(enum.Enum):
@@ -371,7 +372,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         tail_lanes=tail,
         unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
-        b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k),
+        b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k) and _quads_fit(inst, target),
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         narrow_compute=narrow_compute and tail is not None,
         column_group=resident_a_group(
@@ -399,6 +400,15 @@ def _b_pairs_by_quads(inst: TileGemm | TileBatchGemm, k: int | None) -> bool:
     padded = isinstance(inst, TileGemm) and inst.padded
     b_k = 1 if inst.trans_b is Transpose.T else 0
     return not padded and b_type.stride[b_k] == 1 and (k is None or k >= 2 * QUAD_PAIRS)
+
+
+def _quads_fit(inst: TileGemm | TileBatchGemm, target: Target) -> bool:
+    """Whether a one-vector tile's quad steps fit the registers beside its accumulators: the
+    step's four interleaved vectors of A, the columns they come from (LLVM loads all four
+    steps' ahead), the interleave's index, B's repeated quad and its splats. Wider tiles take
+    a broadcast load per pair: bf16 tiles of 1 x 19 to 1 x 28, which the tile model counts as
+    fitting with one vector of A, spilled in their quad steps."""
+    return inst.nr + QUAD_STEP_REGISTERS <= target.vector_registers
 
 
 def _unpacks_a(inst: TileGemm | TileBatchGemm, k: int | None) -> bool:

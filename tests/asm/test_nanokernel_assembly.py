@@ -519,6 +519,24 @@ def test_whole_panels_pack_without_masks() -> None:
     )
 
 
+@pytest.mark.parametrize("alpha", ["1.0", "%alpha"])
+def test_wide_one_vector_bf16_tiles_do_not_spill(alpha: str) -> None:
+    """Tiles of one vector by up to 28 columns, which the tuner may pick: their K pairs
+    four at a time kept four vectors of A, their columns and B's quad beside 19 to 28
+    accumulators and spilled in the K loop. Such tiles take a broadcast load per pair instead."""
+    t = "memref<bf16x97x64>"
+    text = f"""func @k(%A: {t}, %B: memref<bf16x64x64>, %C: memref<f32x97x64>, %alpha: f32) {{
+  gemm.n.n {alpha}, %A, %B, 0.0, %C : f32, {t}, memref<bf16x64x64>, f32, memref<f32x97x64>
+}}"""
+    (site,) = gemm_sites(nanotc.load(text).function("k"), get("avx512"))
+    for nr in (16, 18, 19, 21, 24, 28):
+        options = CompileOptions.of({site.key: GemmChoice((1, nr))})
+        code = nanotc.compile(text, target="avx512", options=options).assembly()
+        loops = asm.hot_loops(code, "k", "vdpbf16ps")
+        assert loops
+        assert all(loop.stack_accesses() == [] for loop in loops), nr
+
+
 def test_short_bf16_tiles_dot_in_narrower_whole_vectors() -> None:
     """bf16 8 x 8 x 8 on AVX512-BF16: vdpbf16ps on ymm, no lane masks and nothing spilled
     (as zmm with half the lanes masked it ran 0.81x as fast)."""
