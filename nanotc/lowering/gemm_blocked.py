@@ -156,15 +156,18 @@ def _exceeds_l2(target: Target, m: int | None, n: int | None, size: int) -> bool
     return m is None or n is None or m * n * size > target.l2_bytes
 
 
-def needs_blocking(b: Builder, g: Gemm, target: Target) -> bool | Value:
-    """Whether to pack (a run-time test where a size is dynamic). Not while A and B fit half
+def needs_blocking(
+    b: Builder, g: Gemm, target: Target, extents: tuple[Index, Index, Index] | None = None
+) -> bool | Value:
+    """Whether to pack (a run-time test where a size is dynamic; decided where `extents`, M,
+    N and K of one launch, are numbers: what the tuner asks). Not while A and B fit half
     of L2 together: packing costs more than it saves (in-cache 128x64x256 ran 1.2x slower
     packed). Beyond that, the direct path still wins while A alone fits: it rereads A from
     L2 for every column of register tiles, and each B panel (k x nr) for every row of tiles,
     from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
     196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct, 196x256x1024 1.07x slower).
     A gathered A (rows not contiguous) rereads slowly: then always pack."""
-    m, n, k = extent_values(b, g)
+    m, n, k = extents or extent_values(b, g)
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
     overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)

@@ -38,8 +38,9 @@ from nanotc.check import load
 from nanotc.ir.builder import Builder
 from nanotc.ir.clone import clone_program
 from nanotc.ir.core import Function, Program, Region
-from nanotc.ir.instructions import Gemm
+from nanotc.ir.instructions import Gemm, Transpose
 from nanotc.ir.types import ScalarType
+from nanotc.ir.values import Value
 from nanotc.lowering.batch_reduce import batch_reduce_gemm
 from nanotc.lowering.blas2_as_gemm import rewrite_blas2
 from nanotc.lowering.choices import (
@@ -254,18 +255,44 @@ def _with(current: CompileOptions, site: Site, choice: GemmChoice) -> CompileOpt
 
 
 def gemm_sites(func: Function, target: Target, arguments: Sequence[Any] = ()) -> list[Site]:
-    """The distinct gemm signatures lowering will ask about, with their analytical choices."""
+    """The distinct gemm signatures lowering will ask about, with their analytical choices:
+    for a gemm whose path is decided at run time, the path the launch of `arguments` takes."""
     program = clone_program(Program([func]))
     (copy,) = program.functions
     rewrite_blas2(copy)  # gemv.n and ger become gemms, as in the lowering pipeline
-    large = _arrays_exceed(arguments, target.l2_bytes // 2)
+    launch = _Launch.of(copy, arguments, target)
     found: dict[str, Site] = {}
-    for site in _sites(copy.body, target, large):
+    for site in _sites(copy.body, target, launch):
         found.setdefault(site.key, site)
     return list(found.values())
 
 
-def _sites(region: Region, target: Target, large: bool) -> list[Site]:
+@dataclass(frozen=True)
+class _Launch:
+    """What the tuner knows of the launch it times: the shapes of the arrays given for
+    parameters, and whether all of them together exceed half of L2."""
+
+    shapes: dict[Value, tuple[int, ...]]
+    large: bool
+
+    @staticmethod
+    def of(func: Function, arguments: Sequence[Any], target: Target) -> _Launch:
+        shapes = {
+            param: tuple(array.shape)
+            for param, array in zip(func.arguments, arguments)
+            if isinstance(array, np.ndarray)
+        }
+        return _Launch(shapes, _arrays_exceed(arguments, target.l2_bytes // 2))
+
+    def extents(self, g: Gemm) -> tuple[int, int, int] | None:
+        """M, N and K of a gemm on whole matrices given as arguments (None otherwise)."""
+        a, c = self.shapes.get(g.a), self.shapes.get(g.c)
+        if a is None or c is None or len(a) != 2 or len(c) != 2:
+            return None
+        return c[0], c[1], a[0] if g.trans_a is Transpose.T else a[1]
+
+
+def _sites(region: Region, target: Target, launch: _Launch) -> list[Site]:
     out: list[Site] = []
     for inst in region.instructions:
         batch = batch_reduce_gemm(inst)
@@ -273,20 +300,26 @@ def _sites(region: Region, target: Target, large: bool) -> list[Site]:
             out.append(_site(batch, BATCH, target))
             continue
         for nested in inst.regions():
-            out.extend(_sites(nested, target, large))
+            out.extend(_sites(nested, target, launch))
         # AMX gemms have fixed 16 x 16 tiles: nothing for the tuner to choose
         if isinstance(inst, Gemm) and supported(inst) and not amx_applies(inst, target):
-            out.extend(_site(inst, path, target) for path in _paths(inst, target, large))
+            out.extend(_site(inst, path, target) for path in _paths(inst, target, launch))
     return out
 
 
-def _paths(g: Gemm, target: Target, large: bool) -> list[str]:
+def _paths(g: Gemm, target: Target, launch: _Launch) -> list[str]:
+    """The paths lowering may take for `g`; where the choice is made at run time, the one
+    this launch takes (both when its extents are not the arguments' own: then the blocked
+    one only where the arrays exceed half of L2)."""
     blocked = needs_blocking(Builder(Region()), g, target)
     if isinstance(blocked, bool):
         if not blocked:
             return [DIRECT]
         return [in_place_path(g, target) or BLOCKED]
-    return [DIRECT, BLOCKED] if large else [DIRECT]
+    extents = launch.extents(g)
+    if extents is not None:
+        return [BLOCKED] if needs_blocking(Builder(Region()), g, target, extents) else [DIRECT]
+    return [DIRECT, BLOCKED] if launch.large else [DIRECT]
 
 
 def _site(g: Gemm, path: str, target: Target) -> Site:

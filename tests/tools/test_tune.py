@@ -460,3 +460,23 @@ def test_ctrl_c_stops_tune_with_one_line(tmp_path: Path, monkeypatch) -> None:
     assert child.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == "nanotc tune: interrupted"
     assert "Traceback" not in stderr and not (tmp_path / "tuning.json").exists()
+
+
+DYNAMIC_NT = """func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %C: memref<f32x?x?>) {
+  gemm.n.t 1.0, %A, %B, 0.0, %C : f32, memref<f32x?x?>, memref<f32x?x?>, f32, memref<f32x?x?>
+}"""
+
+
+@pytest.mark.parametrize(
+    ("mnk", "path"),
+    [((400, 400, 300), "direct"), ((1000, 1000, 1000), "blocked"), ((8, 8, 8), "direct")],
+)
+def test_a_path_decided_at_run_time_is_tuned_as_the_launch_takes_it(mnk, path: str) -> None:
+    """400x400x300's arrays exceed half of L2 (1 MiB), but A and B fit it: the run-time
+    test takes the direct path, so blocked candidates timed code that never ran
+    (a 1 x 1 blocked tile timed the same as the analytical choice) and a noise winner was
+    stored for every size of the signature."""
+    m, n, k = mnk
+    arrays = [np.zeros(shape, np.float32, order="F") for shape in ((m, k), (n, k), (m, n))]
+    sites = gemm_sites(nanotc.load(DYNAMIC_NT).function("k"), get("avx512"), arrays)
+    assert [site.key.split()[0] for site in sites] == [path]
