@@ -186,10 +186,14 @@ def tune(
     )
     if result.budget_exhausted:
         say("time budget reached: candidates left untried (raise --budget to try them)")
-    if store:
-        path = database.record(resolved, {r.site.key: _record(r, kernel) for r in result.sites})
+    # a site whose candidates the budget left untried holds no finding, only the model's choice
+    measured = {r.site.key: _record(r, kernel) for r in result.sites if r.tried}
+    if store and measured:
+        path = database.record(resolved, measured)
         result.stored = True
         say(f"stored in {path}")
+    elif store:
+        say("nothing stored: no candidate was tried")
     return result
 
 

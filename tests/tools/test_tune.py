@@ -480,3 +480,15 @@ def test_a_path_decided_at_run_time_is_tuned_as_the_launch_takes_it(mnk, path: s
     arrays = [np.zeros(shape, np.float32, order="F") for shape in ((m, k), (n, k), (m, n))]
     sites = gemm_sites(nanotc.load(DYNAMIC_NT).function("k"), get("avx512"), arrays)
     assert [site.key.split()[0] for site in sites] == [path]
+
+
+def test_a_budget_that_tries_no_candidate_stores_nothing(tmp_path: Path, monkeypatch, rng) -> None:
+    """Budget 0 stored every site's analytical choice as "tuned", pinning today's model in the
+    database for later compiles."""
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(tmp_path))
+    a, b, c = (np.asfortranarray(rng.standard_normal((64, 64), dtype=np.float32)) for _ in "abc")
+    messages: list[str] = []
+    result = tune(square(64), "k", [a, b, c], 1, budget=0, progress=messages.append)
+    assert all(site.tried == 0 for site in result.sites) and not result.stored
+    assert messages[-1] == "nothing stored: no candidate was tried"
+    assert database.entries(get(None)) == {}
