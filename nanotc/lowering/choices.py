@@ -121,10 +121,11 @@ def _positive_ints(value: Any, count: int, what: str) -> tuple[int, ...] | None:
     if value is None or (isinstance(value, list | tuple) and len(value) == 0):
         return None
     try:
-        numbers = tuple(operator.index(x) for x in value if not isinstance(x, bool))
-    except TypeError:
-        numbers = ()
-    if len(numbers) != count or len(value) != count or min(numbers) <= 0:
+        items = list(value)
+        numbers = tuple(operator.index(x) for x in items if not isinstance(x, bool))
+    except TypeError:  # not a sequence, or an element that is no integer
+        items, numbers = [], ()
+    if len(numbers) != count or len(items) != count or min(numbers) <= 0:
         raise ValueError(f"{what} is {count} positive integers, not {value!r}")
     return numbers
 
