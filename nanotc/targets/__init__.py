@@ -230,5 +230,7 @@ def runs_on_host(target: Target) -> bool:
     return _enabled(target.llvm_features) <= _enabled(host().llvm_features)
 
 
-def _enabled(features: str) -> set[str]:
-    return {f[1:] for f in features.split(",") if f.startswith("+")}
+@lru_cache(maxsize=16)
+def _enabled(features: str) -> frozenset[str]:
+    """The features a target turns on (read once per description: every compile asks)."""
+    return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
