@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import nanotc
@@ -22,13 +23,40 @@ from nanotc.api import Compilation
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.reference import evaluate
 from nanotc.runtime.arguments import Group, arrays_of
-from nanotc.targets import Target, get
+from nanotc.targets import MEASURED_RATES, Target, get, runs_on_host
 
 TARGETS = ("host", "avx2", "generic")
 """The targets every key differential test runs on (all three execute on this machine)."""
 
 SPLIT_FMA = replace(get("avx512"), name="avx512-split-fma", fma_unit_bits=256)
 """AVX-512 on 256-bit FMA units, as Zen 4: a tile's narrowed last vector computes narrow."""
+
+ZEN4 = replace(
+    get("avx512"), name="zen4", llvm_cpu="znver4", l1_bytes=32 * 1024, l1_ways=8,
+    l2_bytes=1024 * 1024, **MEASURED_RATES["znver4"],
+)  # fmt: skip
+"""The Zen 4 host the AVX-512 rules were measured on, as `targets.host()` describes it there:
+tests of those rules compile for it on any machine (and run its code where the host can)."""
+
+
+def runs_here(target: str | Target) -> bool:
+    """Whether this machine executes code for `target` (the host has all its features)."""
+    return runs_on_host(get(target))
+
+
+def needs_host(target: str | Target) -> pytest.MarkDecorator:
+    """Skip a test that runs code for `target` on a host lacking some of its features (its
+    compile-only checks belong in a test of their own, which runs everywhere)."""
+    name = target.name if isinstance(target, Target) else target
+    return pytest.mark.skipif(not runs_here(target), reason=f"this host cannot run {name} code")
+
+
+def runnable(*targets: str | Target) -> list[Any]:
+    """`targets` as pytest parameters, each skipped where this host cannot run its code."""
+    return [
+        pytest.param(t, marks=needs_host(t), id=t.name if isinstance(t, Target) else t)
+        for t in targets
+    ]
 
 DTYPES = {t.value: numpy_dtype(t) for t in ScalarType}
 INT_TYPES = ("i8", "i16", "i32", "i64", "index")
