@@ -58,6 +58,7 @@ def runnable(*targets: str | Target) -> list[Any]:
         for t in targets
     ]
 
+
 DTYPES = {t.value: numpy_dtype(t) for t in ScalarType}
 INT_TYPES = ("i8", "i16", "i32", "i64", "index")
 
