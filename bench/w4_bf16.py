@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import ml_dtypes
@@ -195,14 +195,17 @@ def _brgemm_shape(
         from_zero("nanotc", lambda r: kernel(a, b, c, r, group_size=1)),
         from_zero("f32", lambda r: kernel32(a32, b32, c, r, group_size=1)),
     ]
-    if peers.libxsmm is not None:
-        xsmm, packed = peers.libxsmm, peers.libxsmm.vnni_pack(a)
+    xsmm = peers.libxsmm
+    missing = xsmm.bf16_brgemm_missing(m, n, k) if xsmm is not None else None
+    if xsmm is not None and missing is None:
+        packed = xsmm.vnni_pack(a)
         contenders.append(from_zero("libxsmm", lambda r: xsmm.bf16_brgemm(packed, b, c, reps=r)))
     label = f"{m}x{n}x{k} x{count}"
     timings, peak = harness.compare_with_peak(
         f"bf16 {label}", contenders, checked, settings, unit(source), CALL_SECONDS
     )
-    return _row("brgemm", label, 1, 2.0 * m * n * k * count, timings, peak, f"pairs={count}")
+    row = _row("brgemm", label, 1, 2.0 * m * n * k * count, timings, peak, f"pairs={count}")
+    return replace(row, note=f"libxsmm: {missing}") if missing else row
 
 
 def _batched(

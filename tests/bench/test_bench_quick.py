@@ -174,6 +174,26 @@ def test_w4_bf16(peers: Peers) -> None:
     assert_peak_in_rounds(rows)  # this host has vdpbf16ps or FMAs, whose loops it times
 
 
+class LibxsmmWithoutBf16:
+    """libxsmm as on a CPU below AVX-512 (its JIT target `hsw`): no bf16 kernel to dispatch,
+    and any call of one is a failure of the benchmark."""
+
+    def bf16_brgemm_missing(self, m: int, n: int, k: int) -> str:
+        return "libxsmm dispatched no kernel for bf16 (JIT target hsw)"
+
+    def bf16_brgemm(self, *args: object, **kwargs: object) -> float:
+        raise AssertionError("called a kernel libxsmm does not have")
+
+
+def test_w4_brgemm_notes_a_libxsmm_without_bf16_kernels() -> None:
+    """The batch-reduce rows go on without the peer and say why (a Zen 3 stopped W4)."""
+    settings = replace(QUICK, threads=(1,))
+    rows = w4_bf16.run(settings, Peers(libxsmm=LibxsmmWithoutBf16()), ("brgemm",))
+    assert rows and all("libxsmm" not in r.peers and "f32" in r.peers for r in rows)
+    assert all(r.note == "libxsmm: libxsmm dispatched no kernel for bf16 (JIT target hsw)"
+               for r in rows)  # fmt: skip
+
+
 def test_w4_batched_shapes_and_batch_size(peers: Peers) -> None:
     """--shapes and --cache-kb pick the batched part's shapes and its batch: 16 KB of
     56x9x9 members (3186 bytes each, an even count) is 4 of them."""
