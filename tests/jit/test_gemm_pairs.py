@@ -1,7 +1,10 @@
 """bf16 gemms on AVX512-BF16 whose op(A) is packed once into VNNI pairs (`tile.pack.pairs`)
 before C's register tiles read it (`tile.gemm.pairs`): which gemms take the pack, and their
 results against float64 on the same bf16 values (f32 accumulation) for transposes, odd K,
-M tails, general alpha and beta, and a loop over batch members."""
+M tails, general alpha and beta, and a loop over batch members.
+
+What the compiler emits is checked on every host (compiling for AVX-512 needs no AVX-512);
+the results only where the host runs AVX512-BF16 code (`runnable`, `needs_host`)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,13 @@ import pytest
 
 from nanotc.targets import Target
 
-from .helpers import SPLIT_FMA, compiled
+from .helpers import SPLIT_FMA, compiled, needs_host, runnable
 
 BF16 = ml_dtypes.bfloat16
+
+BF16_DOT: tuple[str | Target, ...] = ("avx512", SPLIT_FMA)
+"""vdpbf16ps on 512-bit FMA units and on 256-bit ones (Zen 4), where a tile's narrowed last
+vector computes in its own width."""
 
 
 def gemm_text(m: int, n: int, k: int, ta: str, tb: str) -> str:
@@ -48,9 +55,23 @@ def test_a_is_packed_where_c_has_three_columns_of_tiles_and_k_is_short(
     assert ("tile.gemm.n.n.pairs" in tiled) is packed
 
 
-@pytest.mark.parametrize("target", ["avx512", SPLIT_FMA], ids=["avx512", "split-fma"])
+PACKED_SHAPES = [(64, 64, 9), (33, 50, 7), (70, 40, 1)]
+
+
+@pytest.mark.parametrize("target", BF16_DOT, ids=["avx512", "split-fma"])
 @pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize("shape", [(64, 64, 9), (33, 50, 7), (70, 40, 1)], ids=str)
+@pytest.mark.parametrize("shape", PACKED_SHAPES, ids=str)
+def test_short_k_packs_a_into_pairs(shape: tuple[int, int, int], ta: str, tb: str,
+                                    target: str | Target) -> None:  # fmt: skip
+    """The gemms whose results `test_packed_pairs_match_float64` checks take the pack, for
+    either transpose and on either width of FMA units (compiled on any host)."""
+    m, n, k = shape
+    assert f"tile.pack.{ta}.pairs" in compiled(gemm_text(m, n, k, ta, tb), target).tiled()
+
+
+@pytest.mark.parametrize("target", runnable(*BF16_DOT))
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize("shape", PACKED_SHAPES, ids=str)
 def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: str,
                                     target: str | Target, rng) -> None:  # fmt: skip
     """Odd K pads the last pair with zeros; 33 and 70 rows leave a partial panel whose
@@ -58,7 +79,6 @@ def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: st
     units a narrowed last vector takes its pairs from the panel in its own width."""
     m, n, k = shape
     compilation = compiled(gemm_text(m, n, k, ta, tb), target)
-    assert f"tile.pack.{ta}.pairs" in compilation.tiled()
     a = np.asfortranarray(rng.uniform(-1, 1, (k, m) if ta == "t" else (m, k))).astype(BF16)
     b = np.asfortranarray(rng.uniform(-1, 1, (n, k) if tb == "t" else (k, n))).astype(BF16)
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
@@ -70,13 +90,16 @@ def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: st
     check(c, want, bound, k)
 
 
-def test_batch_members_each_pack_their_own_a(rng) -> None:
-    """W4's batched form: every member's A is packed before its tiles, C_i += A_i B_i."""
-    m, n, k, batch = 48, 40, 9, 5
+BATCH = (48, 40, 9, 5)  # M, N, K and the number of members
+
+
+def batch_text() -> str:
+    """W4's batched form: for every member i, C_i += A_i B_i."""
+    m, n, k, _ = BATCH
     a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
                      (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
     am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
-    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   %count = size %C[2] : {c_t}
   for %i = 0, %count {{
     %a = subview %A[:,:,%i] : {a_t}
@@ -84,8 +107,20 @@ def test_batch_members_each_pack_their_own_a(rng) -> None:
     %c = subview %C[:,:,%i] : {c_t}
     gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
   }}
-}}""", "avx512")  # fmt: skip
-    assert "tile.pack.n.pairs" in compilation.tiled()
+}}"""
+
+
+def test_batch_members_each_pack_their_own_a() -> None:
+    """W4's batched form: every member's A is packed before its tiles (compiled on any
+    host; `test_batch_members_match_float64` runs it)."""
+    assert "tile.pack.n.pairs" in compiled(batch_text(), "avx512").tiled()
+
+
+@needs_host("avx512")
+def test_batch_members_match_float64(rng) -> None:
+    """Every member's C_i += A_i B_i, each from its own packed A, to f32 roundoff."""
+    m, n, k, batch = BATCH
+    compilation = compiled(batch_text(), "avx512")
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch))).astype(BF16)
     b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch))).astype(BF16)
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch))).astype(np.float32)
@@ -105,14 +140,29 @@ def literal_gemm_text(m: int, n: int, k: int, alpha: float, beta: float) -> str:
 }}"""
 
 
-@pytest.mark.parametrize(("shape", "alpha", "beta"), [
+UNPACKING_CASES = [
     ((64, 8, 32), 1.0, 1.0),  # accumulators from C, permuted into the unpack's row order
     ((32, 5, 20), -2.0, 0.5),  # alpha and beta in the epilogue, after the permute back
     ((30, 4, 9), 1.0, 1.0),  # a pair of vectors masked at row 30; odd K
     ((56, 3, 11), 0.5, 0.0),  # a pair, a third vector alone, a narrowed fourth; beta 0
     ((35, 9, 35), 1.0, 1.0),  # a pair and three rows: masked (narrowed on split units)
-], ids=str)  # fmt: skip
-@pytest.mark.parametrize("target", ["avx512", SPLIT_FMA], ids=["avx512", "split-fma"])
+]
+
+
+@pytest.mark.parametrize(("shape", "alpha", "beta"), UNPACKING_CASES, ids=str)
+@pytest.mark.parametrize("target", BF16_DOT, ids=["avx512", "split-fma"])
+def test_tiles_unpack_a_within_lanes(shape: tuple[int, int, int], alpha: float, beta: float,
+                                     target: str | Target) -> None:  # fmt: skip
+    """The gemms whose results `test_tiles_unpacking_a_match_float64` checks unpack A's K
+    pairs within lanes in their nanokernels, on either width of FMA units (compiled on any
+    host)."""
+    m, n, k = shape
+    compilation = compiled(literal_gemm_text(m, n, k, alpha, beta), target)
+    assert "vunpck(l,h)wd" in compilation.nanokernels()
+
+
+@pytest.mark.parametrize(("shape", "alpha", "beta"), UNPACKING_CASES, ids=str)
+@pytest.mark.parametrize("target", runnable(*BF16_DOT))
 def test_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], alpha: float,
                                          beta: float, target: str | Target, rng) -> None:  # fmt: skip
     """Tiles that unpack A's K pairs within lanes (their accumulators' rows in the unpack's
@@ -120,7 +170,6 @@ def test_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], alpha: flo
     where the last vector computes in its own narrower width (256-bit FMA units)."""
     m, n, k = shape
     compilation = compiled(literal_gemm_text(m, n, k, alpha, beta), target)
-    assert "vunpck(l,h)wd" in compilation.nanokernels()
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(BF16)
     b = np.asfortranarray(rng.uniform(-1, 1, (k, n))).astype(BF16)
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
@@ -138,7 +187,7 @@ def dynamic_k_text(m: int, n: int) -> str:
 }}"""
 
 
-@pytest.mark.parametrize(("shape", "tb", "quads", "dynamic"), [
+QUAD_CASES = [
     ((8, 8, 8), "n", True, False),  # one step of four K pairs, nothing left
     ((16, 9, 17), "n", True, False),  # two steps, then an odd K's last pair; 5 + 4 columns
     ((5, 3, 12), "n", True, False),  # a masked vector; one step, then two pairs
@@ -146,16 +195,34 @@ def dynamic_k_text(m: int, n: int) -> str:
     ((16, 4, 7), "n", False, False),  # K short of one step
     ((8, 8, 16), "t", False, False),  # B's pairs not adjacent
     ((32, 8, 16), "n", False, False),  # two vectors: the broadcast loads keep pace
-], ids=str)  # fmt: skip
+]
+
+
+def one_vector_text(shape: tuple[int, int, int], tb: str, dynamic: bool) -> str:
+    m, n, k = shape
+    return dynamic_k_text(m, n) if dynamic else gemm_text(m, n, k, "n", tb)
+
+
+@pytest.mark.parametrize(("shape", "tb", "quads", "dynamic"), QUAD_CASES, ids=str)
 def test_one_vector_tiles_take_b_pairs_four_at_a_time(
-    shape: tuple[int, int, int], tb: str, quads: bool, dynamic: bool, rng
+    shape: tuple[int, int, int], tb: str, quads: bool, dynamic: bool
 ) -> None:
     """One-vector dot tiles load the K pairs of B's even columns 128 bits at a time and
-    pick each by an in-lane shuffle; the results match float64 to f32 roundoff either way."""
-    m, n, k = shape
-    text = dynamic_k_text(m, n) if dynamic else gemm_text(m, n, k, "n", tb)
-    compilation = compiled(text, "avx512")
+    pick each by an in-lane shuffle, where K holds a step of four pairs and B's pairs are
+    adjacent (compiled on any host; `test_one_vector_tiles_match_float64` runs them)."""
+    compilation = compiled(one_vector_text(shape, tb, dynamic), "avx512")
     assert ("vbroadcast128 B" in compilation.nanokernels()) is quads
+
+
+@pytest.mark.parametrize(("shape", "tb", "quads", "dynamic"), QUAD_CASES, ids=str)
+@needs_host("avx512")
+def test_one_vector_tiles_match_float64(
+    shape: tuple[int, int, int], tb: str, quads: bool, dynamic: bool, rng
+) -> None:
+    """The one-vector dot tiles' results match float64 to f32 roundoff, whether they take
+    B's pairs four at a time or not."""
+    m, n, k = shape
+    compilation = compiled(one_vector_text(shape, tb, dynamic), "avx512")
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(BF16)
     b = np.asfortranarray(rng.uniform(-1, 1, (n, k) if tb == "t" else (k, n))).astype(BF16)
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(np.float32)
