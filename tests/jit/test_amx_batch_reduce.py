@@ -1,7 +1,10 @@
 """Batch-reduce loops of small bf16 gemms on AMX (`tile.amx_batch_gemm`): C += alpha * sum of
 op(A_b) op(B_b) with every accumulator of C in a tile register across the loop; the loops
 that keep one gemm per iteration instead; the same loops on vdpbf16ps (`tile.batch_gemm`);
-results against float64 products."""
+results against float64 products.
+
+What the compiler emits is checked on every host (compiling for AMX or AVX-512 needs
+neither); the results only where the host runs that code."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import pytest
 import nanotc
 from nanotc import targets
 from nanotc.codegen import asm
+
+from .helpers import compiled, needs_host
 
 AMX_HOST = targets.host().amx
 BF16 = ml_dtypes.bfloat16
@@ -61,22 +66,31 @@ def test_batch_reduce_keeps_c_in_tiles(shape: tuple[int, int, int], trans: str, 
 
 
 @pytest.mark.parametrize(("shape", "trans", "alpha"), CASES, ids=str)
-def test_batch_reduce_on_vdpbf16ps(shape: tuple[int, int, int], trans: str, alpha: float,
-                                   rng) -> None:  # fmt: skip
+def test_batch_reduce_on_vdpbf16ps(shape: tuple[int, int, int], trans: str, alpha: float) -> None:
     """Without AMX (AVX512-BF16), the same loops keep C in vector registers across the batch
-    (`tile.batch_gemm`, vdpbf16ps nanokernels)."""
-    compilation = nanotc.compile(batch_reduce(*shape, *trans), target="avx512")
-    assert "tile.batch_gemm" in compilation.tiled()
+    (`tile.batch_gemm`, vdpbf16ps nanokernels); compiled on any host."""
+    assert "tile.batch_gemm" in compiled(batch_reduce(*shape, *trans), "avx512").tiled()
+
+
+@pytest.mark.parametrize(("shape", "trans", "alpha"), CASES, ids=str)
+@needs_host("avx512")
+def test_batch_reduce_on_vdpbf16ps_matches_float64(shape: tuple[int, int, int], trans: str,
+                                                   alpha: float, rng) -> None:  # fmt: skip
+    """The loops of `test_batch_reduce_on_vdpbf16ps`, run (`check_batch_reduce`)."""
+    compilation = compiled(batch_reduce(*shape, *trans), "avx512")
     check_batch_reduce(compilation, shape, trans, alpha, rng)
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 40), (48, 20, 17)], ids=str)
-def test_bf16_batch_tiles_unpack_a_within_lanes(shape: tuple[int, int, int], rng) -> None:
+UNPACKING_SHAPES = [(64, 64, 40), (48, 20, 17)]
+
+
+@pytest.mark.parametrize("shape", UNPACKING_SHAPES, ids=str)
+def test_bf16_batch_tiles_unpack_a_within_lanes(shape: tuple[int, int, int]) -> None:
     """A 64 x 64 C takes eleven columns of tiles, each interleaving every A_k's K pairs
     again: the K loop does it with in-lane unpacks, two rows of tiles at a time, and no
     cross-lane word permute (vpermt2w); nothing spilled. 48 rows: one pair of vectors
-    unpacked and one interleaved alone; odd K."""
-    compilation = nanotc.compile(batch_reduce(*shape), target="avx512")
+    unpacked and one interleaved alone; odd K. (Compiled on any host.)"""
+    compilation = compiled(batch_reduce(*shape), "avx512")
     assert "tile.batch_gemm" in compilation.tiled() and "pack" not in compilation.tiled()
     loops = asm.hot_loops(compilation.assembly(), "k", "vdpbf16ps")
     assert loops
@@ -87,14 +101,19 @@ def test_bf16_batch_tiles_unpack_a_within_lanes(shape: tuple[int, int, int], rng
         # per K pair: two unpacks for the pair of vectors, one vpermt2w for a third
         assert len(words) == (len(unpacks) // 2 if shape[0] // 16 == 3 else 0)
         assert loop.stack_accesses() == []
-    check_batch_reduce(compilation, shape, "nn", 1.0, rng)
 
 
-def test_dynamic_bf16_batch_tiles_mask_unpacked_pairs(rng) -> None:
-    """Sizes known only at run time: each unpacked pair of vectors loads A's rows under
-    one run-time mask of 32 lanes (rows past M load as zeros and are never stored)."""
+@pytest.mark.parametrize("shape", UNPACKING_SHAPES, ids=str)
+@needs_host("avx512")
+def test_bf16_batch_tiles_unpacking_a_match_float64(shape: tuple[int, int, int], rng) -> None:
+    """The tiles of `test_bf16_batch_tiles_unpack_a_within_lanes`, run."""
+    check_batch_reduce(compiled(batch_reduce(*shape), "avx512"), shape, "nn", 1.0, rng)
+
+
+def dynamic_batch_reduce() -> str:
+    """The batch reduction of `batch_reduce` with every size known only at run time."""
     a, c = "memref<bf16x?x?x?>", "memref<f32x?x?>"
-    text = f"""func @k(%A: {a}, %B: {a}, %C: {c}, %alpha: f32) {{
+    return f"""func @k(%A: {a}, %B: {a}, %C: {c}, %alpha: f32) {{
   %count = size %A[2] : {a}
   for %i = 0, %count {{
     %a = subview %A[:,:,%i] : {a}
@@ -102,8 +121,18 @@ def test_dynamic_bf16_batch_tiles_mask_unpacked_pairs(rng) -> None:
     gemm.n.n %alpha, %a, %b, 1.0, %C : f32, memref<bf16x?x?>, memref<bf16x?x?>, f32, {c}
   }}
 }}"""
-    compilation = nanotc.compile(text, target="avx512")
-    assert "tile.batch_gemm" in compilation.tiled()
+
+
+def test_dynamic_bf16_batch_reduce_keeps_c_in_vectors() -> None:
+    """Sizes known only at run time still take `tile.batch_gemm` (compiled on any host)."""
+    assert "tile.batch_gemm" in compiled(dynamic_batch_reduce(), "avx512").tiled()
+
+
+@needs_host("avx512")
+def test_dynamic_bf16_batch_tiles_mask_unpacked_pairs(rng) -> None:
+    """Sizes known only at run time: each unpacked pair of vectors loads A's rows under
+    one run-time mask of 32 lanes (rows past M load as zeros and are never stored)."""
+    compilation = compiled(dynamic_batch_reduce(), "avx512")
     for shape in [(40, 7, 9), (64, 13, 16), (17, 3, 1)]:
         check_batch_reduce(compilation, shape, "nn", -0.5, rng)
 
