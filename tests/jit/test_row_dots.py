@@ -1,7 +1,12 @@
 """The last few rows of C as dot products along K (`tile.row_dots`): when the direct path takes
 them, its results against numpy for every remainder of 1 to 4 rows, f32 and f64, K with a
 vector remainder, alpha and beta (beta 0 never using C, as a literal or at run time), on
-every target; and its machine code."""
+every target; and its machine code.
+
+Which rows the direct path leaves to dot products depends on the target's vector width and
+its path on its caches: those choices are checked for explicit targets on every host (the Zen
+4 host they were written for, `ZEN4`, and avx2), their results where the host runs the code
+(`runnable`, `needs_host`)."""
 
 from __future__ import annotations
 
@@ -11,11 +16,15 @@ import numpy as np
 import pytest
 
 from nanotc.codegen import asm
+from nanotc.ir.types import ScalarType
+from nanotc.targets import Target, get
 
-from .helpers import compiled
+from .helpers import ZEN4, compiled, needs_host
 from .test_gemm_blocked import DTYPES, check
 
-LANES = {"f32": 16, "f64": 8}  # AVX-512
+
+def target_id(target: str | Target) -> str:
+    return target.name if isinstance(target, Target) else target
 
 
 def gemm_text(ty: str, m: int, n: int, k: int) -> str:
@@ -31,7 +40,7 @@ def dot_rows(tiled: str) -> set[int]:
 
 
 def run(ty: str, m: int, n: int, k: int, alpha: float, beta: float, rng,
-        target: str = "host") -> None:  # fmt: skip
+        target: str | Target = "host") -> None:  # fmt: skip
     compilation = compiled(gemm_text(ty, m, n, k), target)
     dt = DTYPES[ty]
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(dt))
@@ -46,13 +55,42 @@ def run(ty: str, m: int, n: int, k: int, alpha: float, beta: float, rng,
     check(c, want, ty, k)
 
 
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-@pytest.mark.parametrize("rows", [1, 2, 3, 4])
-def test_remainders_of_one_to_four_rows(ty: str, rows: int, rng) -> None:
-    m, n, k = 2 * LANES[ty] + rows, 37, 100  # K: 6 vectors of f32 and a remainder of 4
-    assert dot_rows(compiled(gemm_text(ty, m, n, k)).tiled()) == {rows}
+REMAINDERS = [
+    (target, ty, rows)
+    for target in (ZEN4, "avx2")
+    for ty in ("f32", "f64")
+    for rows in range(1, 5)
+    if rows < get(target).lanes(ScalarType(ty))
+]
+"""(target, type, rows left): 1 to 4 rows after whole vectors, on the Zen 4 host's 512-bit
+vectors and on avx2's 256-bit ones, which run on every host (4 f64 fill one: 3 rows at most)."""
+
+
+def remainder_shape(target: str | Target, ty: str, rows: int) -> tuple[int, int, int]:
+    """Two vectors of rows and `rows` more; K 100: whole vectors of f32 and a remainder of 4."""
+    return 2 * get(target).lanes(ScalarType(ty)) + rows, 37, 100
+
+
+@pytest.mark.parametrize(("target", "ty", "rows"), REMAINDERS, ids=target_id)
+def test_remainders_of_one_to_four_rows_are_dot_products(
+    target: str | Target, ty: str, rows: int
+) -> None:
+    """The rows after the last whole vector go to `tile.row_dots` (compiled on any host;
+    `test_remainders_of_one_to_four_rows` runs them)."""
+    text = gemm_text(ty, *remainder_shape(target, ty, rows))
+    assert dot_rows(compiled(text, target).tiled()) == {rows}
+
+
+@pytest.mark.parametrize(
+    ("target", "ty", "rows"),
+    [pytest.param(*case, marks=needs_host(case[0])) for case in REMAINDERS],
+    ids=target_id,
+)
+def test_remainders_of_one_to_four_rows(target: str | Target, ty: str, rows: int, rng) -> None:
+    """The row dots' results for every epilogue form, beta 0 never reading C's NaNs."""
+    m, n, k = remainder_shape(target, ty, rows)
     for alpha, beta in [(1.0, 0.0), (1.0, 1.0), (-1.5, 0.5)]:
-        run(ty, m, n, k, alpha, beta, rng)
+        run(ty, m, n, k, alpha, beta, rng, target)
 
 
 def test_a_run_time_beta_of_zero_does_not_use_c(rng) -> None:
@@ -77,7 +115,8 @@ def test_narrower_targets(target: str, rng) -> None:
     ],
 )
 def test_where_register_tiles_keep_the_rows(shape: tuple[int, int, int], why: str) -> None:
-    assert dot_rows(compiled(gemm_text("f32", *shape)).tiled()) == set(), why
+    """On the Zen 4 host's 16 f32 a vector (on 8, 40 rows would leave none)."""
+    assert dot_rows(compiled(gemm_text("f32", *shape), ZEN4).tiled()) == set(), why
 
 
 def test_transposed_b_keeps_register_tiles() -> None:
@@ -120,13 +159,30 @@ def test_literal_alpha_and_beta(alpha: str, beta: str, rng) -> None:
     check(z, want, "f32", 100)
 
 
-@pytest.mark.parametrize("k", [1040, 1000])
-def test_k_blocks_path(k: int, rng) -> None:
-    """The K-blocks path packs the rows per K block and takes each block's beta; K = 1000 in
-    two blocks of 500 values: lengths known at run time, not whole vectors. (K = 1024 would
-    put B's columns a whole L1 way apart, and B would be packed.)"""
-    m, n = 196, 256
-    tiled = compiled(gemm_text("f32", m, n, k)).tiled()
+K_BLOCKS = [(ZEN4, 196, 1040), (ZEN4, 196, 1000), ("avx2", 100, 2080), ("avx2", 100, 1990)]
+"""(target, M, K) of f32 gemms of 256 columns that the K-blocks path takes with 4 rows of dots:
+on the Zen 4 host (1 MiB of L2, 2 x 13 tiles), two K blocks of 520 values and two of 500, not
+whole vectors; on avx2, which runs on every host (the same caches, but 2 x 6 tiles, whose K
+blocks of up to 1365 values take 196 rows beyond half of L2), 100 rows in two blocks of 1040
+values and two of 995. (K a multiple of 1024 would put B's columns a whole L1 way apart, and
+B would be packed.)"""
+
+
+@pytest.mark.parametrize(("target", "m", "k"), K_BLOCKS, ids=target_id)
+def test_k_blocks_path(target: str | Target, m: int, k: int) -> None:
+    """The K-blocks path, with the last rows as dot products (compiled on any host;
+    `test_k_blocks_path_results` runs it)."""
+    tiled = compiled(gemm_text("f32", m, 256, k), target).tiled()
     assert f"subview %A[0:{m}," in tiled and dot_rows(tiled) == {4}
+
+
+@pytest.mark.parametrize(
+    ("target", "m", "k"),
+    [pytest.param(*case, marks=needs_host(case[0])) for case in K_BLOCKS],
+    ids=target_id,
+)
+def test_k_blocks_path_results(target: str | Target, m: int, k: int, rng) -> None:
+    """The K-blocks path packs the rows per K block and takes each block's beta, the
+    blocks' lengths known at run time and not always whole vectors."""
     for alpha, beta in [(1.0, 0.0), (-1.5, 0.5)]:
-        run("f32", m, n, k, alpha, beta, rng)
+        run("f32", m, 256, k, alpha, beta, rng, target)
