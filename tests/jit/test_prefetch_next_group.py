@@ -1,12 +1,15 @@
 """Prefetching the next work-group's operands of batched gemms: which gemms get it, streamed
 by their tiles' K loops (f32/f64) or up front (`tile.prefetch`: the others, small ones), the
 instructions it leaves, the tiles' shares covering every line, and results unchanged (the
-last group prefetches itself)."""
+last group prefetches itself).
+
+What the compiler emits is checked on every host (compiling for AVX-512 needs no AVX-512);
+results where the host runs the code (`runnable`, `needs_host`): avx512's and the Zen 4
+host's on AVX-512 hosts, avx2's, which prefetches the same way, on every host."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +19,11 @@ from nanotc.codegen.asm import hot_loops
 from nanotc.lowering.prefetch import first_line, lines_per_step
 from nanotc.targets import MEASURED_RATES, get, host
 
-from .helpers import compiled
+from .helpers import ZEN4, compiled, needs_host, runnable
+
+PREFETCHING = ("avx512", "avx2")
+"""Targets whose batched gemms prefetch the next group: avx512, whose caches the rules were
+written for, and avx2, whose code also runs on hosts without AVX-512."""
 
 
 def batched(
@@ -135,12 +142,28 @@ def test_no_prefetch_where_it_would_not_help(text: str) -> None:
     assert "tile.prefetch" not in tiled and "next a" not in tiled
 
 
-@pytest.mark.parametrize(
-    ("ty", "m", "n", "k", "ld"),
-    [("f32", 20, 9, 20, None), ("f64", 20, 9, 20, None), ("f64", 64, 64, 64, None),
-     ("f64", 72, 72, 72, 80), ("f32", 35, 9, 35, None), ("f32", 56, 9, 9, 64)],
-)  # fmt: skip
-def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | None, rng) -> None:
+RESULT_SHAPES = [
+    ("f32", 20, 9, 20, None), ("f64", 20, 9, 20, None), ("f64", 64, 64, 64, None),
+    ("f64", 72, 72, 72, 80), ("f32", 35, 9, 35, None), ("f32", 56, 9, 9, 64),
+]  # fmt: skip
+"""(type, M, N, K, leading dimension of A and C) of the batches `test_results_with_prefetching`
+runs."""
+
+
+@pytest.mark.parametrize("target", PREFETCHING)
+@pytest.mark.parametrize(("ty", "m", "n", "k", "ld"), RESULT_SHAPES)
+def test_batches_whose_results_are_checked_prefetch(
+    ty: str, m: int, n: int, k: int, ld: int | None, target: str
+) -> None:
+    """Their tiles stream the next group's operands (compiled on any host)."""
+    assert "next a %" in compiled(batched(ty, m, n, k, ld=ld), target).tiled()
+
+
+@pytest.mark.parametrize("target", runnable(*PREFETCHING))
+@pytest.mark.parametrize(("ty", "m", "n", "k", "ld"), RESULT_SHAPES)
+def test_results_with_prefetching(
+    ty: str, m: int, n: int, k: int, ld: int | None, target: str, rng
+) -> None:
     dt = np.float32 if ty == "f32" else np.float64
     batch, rows = 7, ld or m
     a = np.asfortranarray(rng.uniform(-1, 1, (rows, k, batch)).astype(dt))
@@ -148,49 +171,53 @@ def test_results_with_prefetching(ty: str, m: int, n: int, k: int, ld: int | Non
     c = np.asfortranarray(rng.uniform(-1, 1, (rows, n, batch)).astype(dt))
     want = c.copy()
     want[:m] += np.einsum("mkb,knb->mnb", a[:m].astype(np.float64), b.astype(np.float64))
-    compilation = compiled(batched(ty, m, n, k, ld=ld), "avx512")
-    assert "next a %" in compilation.tiled()
+    compilation = compiled(batched(ty, m, n, k, ld=ld), target)
     for threads in (1, 2):
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_views_in_nested_regions_get_next_views_where_they_dominate(rng) -> None:
-    """C's view and the gemm inside an `if` (even groups only), A's and B's outside: each
-    next view follows its own view; the group index ahead, computed after A's view, serves
-    the view inside the `if` too."""
-    ty, t = "f64", "memref<f64x16x16x?>"
-    m = "memref<f64x16x16>"
-    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+NESTED = """func @k(%A: memref<f64x16x16x?>, %B: memref<f64x16x16x?>, %C: memref<f64x16x16x?>) {
   %g = group_id
-  %a = subview %A[:,:,%g] : {t}
-  %b = subview %B[:,:,%g] : {t}
+  %a = subview %A[:,:,%g] : memref<f64x16x16x?>
+  %b = subview %B[:,:,%g] : memref<f64x16x16x?>
   %odd = arith.rem %g, 2 : index
   %even = cmp.eq %odd, 0 : index
-  if %even {{
-    %c = subview %C[:,:,%g] : {t}
-    gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {m}, {m}, {ty}, {m}
-  }}
-}}"""
-    compilation = compiled(text, "avx512")
-    tiled = compilation.tiled()
+  if %even {
+    %c = subview %C[:,:,%g] : memref<f64x16x16x?>
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f64, memref<f64x16x16>, memref<f64x16x16>, f64, memref<f64x16x16>
+  }
+}"""
+"""C's view and the gemm inside an `if` (even groups only), A's and B's outside."""
+
+
+@pytest.mark.parametrize("target", PREFETCHING)
+def test_views_in_nested_regions_get_next_views_where_they_dominate(target: str) -> None:
+    """Each next view follows its own view; the group index ahead, computed after A's view,
+    serves the view inside the `if` too (compiled on any host)."""
+    tiled = compiled(NESTED, target).tiled()
     assert "next c %" in tiled and tiled.count("tile.min") == 1  # after A's view, reused inside
+
+
+@pytest.mark.parametrize("target", runnable(*PREFETCHING))
+def test_views_in_nested_regions_results(target: str, rng) -> None:
+    """Only the even groups' C updated."""
     batch = 5
     a, b, c = (np.asfortranarray(rng.uniform(-1, 1, (16, 16, batch))) for _ in range(3))
     want = c.copy()
     want[:, :, ::2] += np.einsum("mkb,knb->mnb", a, b)[:, :, ::2]
-    compilation["k"](a, b, c, group_size=batch, num_threads=2)
+    compiled(NESTED, target)["k"](a, b, c, group_size=batch, num_threads=2)
     np.testing.assert_allclose(c, want, rtol=1e-12, atol=1e-12)
 
 
-def test_sibling_regions_compute_their_own_group_index_ahead(rng) -> None:
-    """Gemms in both branches of an `if`, their views inside: a group index computed in one
-    branch does not dominate the other, so each computes its own."""
+def sibling_regions() -> str:
+    """Gemms in both branches of an `if` (alpha 1 for even groups, -1 for odd ones), their
+    views inside."""
     t, m = "memref<f32x8x8x?>", "memref<f32x8x8>"
     views = "\n".join(f"    %{x} = subview %{x.upper()}[:,:,%g] : {t}" for x in "abc")
     gemm = f"    gemm.n.n {{alpha}}, %a, %b, 1.0, %c : f32, {m}, {m}, f32, {m}"
-    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+    return f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
   %g = group_id
   %odd = arith.rem %g, 2 : index
   %even = cmp.eq %odd, 0 : index
@@ -202,69 +229,92 @@ def test_sibling_regions_compute_their_own_group_index_ahead(rng) -> None:
 {gemm.format(alpha="-1.0")}
   }}
 }}"""
-    compilation = compiled(text, "avx512")
-    assert compilation.tiled().count("tile.min") == 2
+
+
+@pytest.mark.parametrize("target", PREFETCHING)
+def test_sibling_regions_compute_their_own_group_index_ahead(target: str) -> None:
+    """A group index computed in one branch does not dominate the other, so each computes
+    its own (compiled on any host)."""
+    assert compiled(sibling_regions(), target).tiled().count("tile.min") == 2
+
+
+@pytest.mark.parametrize("target", runnable(*PREFETCHING))
+def test_sibling_regions_results(target: str, rng) -> None:
     batch = 5
     a, b, c = (
         np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32)) for _ in "abc"
     )
     product = np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
     want = c + np.where(np.arange(batch) % 2 == 0, 1.0, -1.0) * product
-    compilation["k"](a, b, c, group_size=batch, num_threads=2)
+    compiled(sibling_regions(), target)["k"](a, b, c, group_size=batch, num_threads=2)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
-def test_views_with_a_run_time_column_stride_are_prefetched_up_front(rng) -> None:
-    """A's column stride known only at run time: no stream (its lines are not static), the
-    next group's views prefetched before the gemm at computed addresses."""
-    a_type = "memref<f32x8x8x?,strided<1,?,?>>"
-    text = f"""func @k(%A: {a_type}, %B: memref<f32x8x8x?>, %C: memref<f32x8x8x?>) {{
+RUN_TIME_STRIDE_A = "memref<f32x8x8x?,strided<1,?,?>>"
+RUN_TIME_STRIDE = f"""func @k(%A: {RUN_TIME_STRIDE_A}, %B: memref<f32x8x8x?>, %C: memref<f32x8x8x?>) {{
   %g = group_id
-  %a = subview %A[:,:,%g] : {a_type}
+  %a = subview %A[:,:,%g] : {RUN_TIME_STRIDE_A}
   %b = subview %B[:,:,%g] : memref<f32x8x8x?>
   %c = subview %C[:,:,%g] : memref<f32x8x8x?>
   gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x8x8,strided<1,?>>, memref<f32x8x8>, f32, memref<f32x8x8>
 }}"""
-    compilation = compiled(text, "avx512")
-    assert compilation.tiled().count("tile.prefetch") == 3
+"""A batch whose A's column stride is known only at run time."""
+
+
+@pytest.mark.parametrize("target", PREFETCHING)
+def test_views_with_a_run_time_column_stride_are_prefetched_up_front(target: str) -> None:
+    """No stream (A's lines are not static): the next group's views prefetched before the
+    gemm at computed addresses (compiled on any host)."""
+    assert compiled(RUN_TIME_STRIDE, target).tiled().count("tile.prefetch") == 3
+
+
+@pytest.mark.parametrize("target", runnable(*PREFETCHING))
+def test_views_with_a_run_time_column_stride_results(target: str, rng) -> None:
     batch = 5
     padded = np.asfortranarray(rng.uniform(-1, 1, (11, 8, batch)).astype(np.float32))
     a = padded[:8]  # column stride 11
     b = np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32))
     c = np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32))
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-    compilation["k"](a, b, c, group_size=batch)
+    compiled(RUN_TIME_STRIDE, target)["k"](a, b, c, group_size=batch)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
-ZEN4_LIKE = replace(
-    get("avx512"), l1_bytes=32 * 1024, fma_per_cycle=1.0, memory_bytes_per_cycle=6.7
-)
+HARDWARE_PREFETCHED = [
+    ("f32", 16, "", False), ("f64", 16, "", False), ("f32", 8, "bf16", False),
+    ("f32", 32, "", True), ("f64", 32, "", True),
+]  # fmt: skip
+"""(type, M = N = K, type of A and B, whether the compiler prefetches) of batches on the Zen 4
+host, whose memory bandwidth is measured."""
 
 
-@pytest.mark.parametrize(
-    ("ty", "m", "inputs", "prefetched"),
-    [("f32", 16, "", False), ("f64", 16, "", False), ("f32", 8, "bf16", False),
-     ("f32", 32, "", True), ("f64", 32, "", True)],
-)  # fmt: skip
+@pytest.mark.parametrize(("ty", "m", "inputs", "prefetched"), HARDWARE_PREFETCHED)
 def test_members_the_hardware_prefetches_are_left_to_it(
-    ty: str, m: int, inputs: str, prefetched: bool, rng
+    ty: str, m: int, inputs: str, prefetched: bool
 ) -> None:
     """On a target whose memory bandwidth is known, members that take longer to load than
     to compute at its peak are left to its hardware prefetchers: neither streamed (f32,
     f64) nor prefetched up front (bf16), and their K loops prefetch no later columns of A;
-    32^3 computes longer and is streamed; results unchanged."""
-    compilation = compiled(batched(ty, m, m, m, inputs=inputs), ZEN4_LIKE)
+    32^3 computes longer and is streamed (compiled on any host)."""
+    compilation = compiled(batched(ty, m, m, m, inputs=inputs), ZEN4)
     tiled = compilation.tiled()
     assert ("next a %" in tiled or "tile.prefetch" in tiled) is prefetched
     # nor A's later columns in the K loop
     assert ("prefetch" in compilation.assembly()) is prefetched
+
+
+@needs_host(ZEN4)
+@pytest.mark.parametrize(("ty", "m", "inputs", "prefetched"), HARDWARE_PREFETCHED)
+def test_members_the_hardware_prefetches_results(
+    ty: str, m: int, inputs: str, prefetched: bool, rng
+) -> None:
+    """Results unchanged, prefetched or not."""
     dt, ab = (np.float32 if ty == "f32" else np.float64), (inputs or ty)
     source = ml_dtypes.bfloat16 if ab == "bf16" else dt
     a, b = (np.asfortranarray(rng.uniform(-1, 1, (m, m, 5)).astype(source)) for _ in "ab")
     c = np.asfortranarray(rng.uniform(-1, 1, (m, m, 5)).astype(dt))
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-    compilation["k"](a, b, c, group_size=5)
+    compiled(batched(ty, m, m, m, inputs=inputs), ZEN4)["k"](a, b, c, group_size=5)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
@@ -284,18 +334,31 @@ def test_every_member_is_prefetched_where_memory_bandwidth_is_unknown() -> None:
     assert "next a %" in compiled(batched("f32", 16, 16, 16), target).tiled()
 
 
+EMPTY_TYPES = [("f32", ""), ("f64", ""), ("f32", "bf16")]
+EMPTY_SHAPES = [(4, 4, 0), (0, 4, 4), (4, 0, 4), (0, 0, 0)]
+
+
 @pytest.mark.parametrize("target", ["avx512", "avx2", "generic"])
-@pytest.mark.parametrize(("ty", "inputs"), [("f32", ""), ("f64", ""), ("f32", "bf16")])
-@pytest.mark.parametrize("mnk", [(4, 4, 0), (0, 4, 4), (4, 0, 4), (0, 0, 0)])
-def test_batches_of_empty_gemms_compile_and_run(
+@pytest.mark.parametrize(("ty", "inputs"), EMPTY_TYPES)
+@pytest.mark.parametrize("mnk", EMPTY_SHAPES)
+def test_batches_of_empty_gemms_compile(
     target: str, ty: str, inputs: str, mnk: tuple[int, int, int]
 ) -> None:
     """An empty operand is not streamed (no lines to spread over no K steps) and an empty
-    member is not prefetched: both were divisions by zero in the compiler. K = 0 leaves C as
-    it was (beta 1)."""
+    member is not prefetched: both were divisions by zero in the compiler (compiled on any
+    host)."""
+    assert "next a" not in compiled(batched(ty, *mnk, inputs=inputs), target).tiled()
+
+
+@pytest.mark.parametrize("target", runnable("avx512", "avx2", "generic"))
+@pytest.mark.parametrize(("ty", "inputs"), EMPTY_TYPES)
+@pytest.mark.parametrize("mnk", EMPTY_SHAPES)
+def test_batches_of_empty_gemms_run(
+    target: str, ty: str, inputs: str, mnk: tuple[int, int, int]
+) -> None:
+    """Empty members run, doing nothing: K = 0 leaves C as it was (beta 1)."""
     m, n, k = mnk
     compilation = compiled(batched(ty, m, n, k, inputs=inputs), target)
-    assert "next a" not in compilation.tiled()
     dtypes = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}
     a = np.ones((m, k, 3), dtypes[inputs or ty], order="F")
     b = np.ones((k, n, 3), dtypes[inputs or ty], order="F")
