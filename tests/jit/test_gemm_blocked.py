@@ -3,7 +3,10 @@ panels around the nanokernels), statically and at run time, and its results agai
 for every transpose, f32 and f64, extents that leave partial cache blocks, partial register
 panels and K tails, on every target; B read in place where it runs along K, by tiles at
 most three quarters of an L1 set's ways wide, else packed (a K stride of 2: element by element); the K
-blocks that follow from where B lies and how large C is; bf16 pairs."""
+blocks that follow from where B lies and how large C is; bf16 pairs.
+
+What the compiler chooses is checked on every host, for explicit targets (compiling for
+AVX-512 needs no AVX-512); results only where the host runs that target's code."""
 
 from __future__ import annotations
 
@@ -30,13 +33,19 @@ from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, r
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
 
-from .helpers import compiled
+from .helpers import ZEN4, compiled, needs_host, runnable
 
 # M, N, K: A and B are each over 1 MiB in f32 (a B within half of L2 would take the row-panel
 # path instead); no extent a whole block
 SHAPE = (611, 601, 467)
 DTYPES = {"f32": np.float32, "f64": np.float64}
 RTOL = {"f32": 2e-5, "f64": 1e-12}
+
+LARGE_L2: tuple[str | Target, ...] = ("avx2", ZEN4)
+"""Targets with the 1 MiB L2 that SHAPE is sized against: the builtin avx2 (its code runs on
+Zen 3 and Zen 4 alike) and ZEN4, the Zen 4 host the AVX-512 rules were measured on. Compiled
+for them, SHAPE takes the blocked path on any machine; on "host" the machine's own caches
+would decide."""
 
 
 def gemm_text(ty: str, ta: str, tb: str, shapes: tuple[str, str, str]) -> str:
@@ -72,17 +81,33 @@ def check(got: np.ndarray, want: np.ndarray, ty: str, k: int) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=RTOL[ty] * np.sqrt(k) * scale)
 
 
-@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-def test_static_blocked_gemm(ty: str, ta: str, tb: str, rng) -> None:
+def static_text(ty: str, ta: str, tb: str) -> str:
+    """The gemm of SHAPE with every extent in its type."""
     m, n, k = SHAPE
-    a, b, c = operands(rng, ty, ta, tb, m, n, k)
     shapes = (f"{k}x{m}" if ta == "t" else f"{m}x{k}", f"{n}x{k}" if tb == "t" else f"{k}x{n}",
               f"{m}x{n}")  # fmt: skip
-    compilation = compiled(gemm_text(ty, ta, tb, shapes))
-    tiled = compilation.tiled()
+    return gemm_text(ty, ta, tb, shapes)
+
+
+@pytest.mark.parametrize("target", LARGE_L2, ids=["avx2", "zen4"])
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_static_blocked_gemm_packs_a(ty: str, ta: str, tb: str, target: str | Target) -> None:
+    """A is packed; B is packed where op(B) is B^T, else its columns run along K and are read
+    in place (compiled on any host)."""
+    tiled = compiled(static_text(ty, ta, tb), target).tiled()
     assert f"tile.pack.{ta} %A" in tiled
     assert bool(re.search(r"tile\.pack\S* %B", tiled)) is (tb == "t")  # else B runs along K
+
+
+@pytest.mark.parametrize("target", runnable(*LARGE_L2))
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_static_blocked_gemm(ty: str, ta: str, tb: str, target: str | Target, rng) -> None:
+    """The blocked gemms of `test_static_blocked_gemm_packs_a` against numpy."""
+    m, n, k = SHAPE
+    a, b, c = operands(rng, ty, ta, tb, m, n, k)
+    compilation = compiled(static_text(ty, ta, tb), target)
     want = expected(a, b, c, ta, tb, 1.5, 0.5)
     compilation["k"](1.5, a, b, 0.5, c, group_size=1)
     check(c, want, ty, k)
@@ -111,16 +136,29 @@ def test_dynamic_sizes_take_the_blocked_path_when_large(rng) -> None:
         check(c, want, "f32", k)
 
 
-def test_b_with_a_k_stride_packs_element_by_element(rng) -> None:
+def k_strided_b_text() -> str:
+    """The f32 gemm of SHAPE on a B of any extents and strides."""
+    m, n, k = SHAPE
+    strided = "?x?,strided<?,?>"
+    return gemm_text("f32", "n", "n", (f"{m}x{k}", strided, f"{m}x{n}"))
+
+
+@pytest.mark.parametrize("target", LARGE_L2, ids=["avx2", "zen4"])
+def test_b_with_a_k_stride_packs_element_by_element(target: str | Target) -> None:
+    """B's K stride is known only at run time (it may not be 1), so B is packed (compiled on
+    any host)."""
+    assert re.search(r"tile\.pack\S* %B", compiled(k_strided_b_text(), target).tiled())
+
+
+@pytest.mark.parametrize("target", runnable(*LARGE_L2))
+def test_b_with_a_k_stride_matches_numpy(target: str | Target, rng) -> None:
     """B is every other row of a larger array: its K stride is 2 elements, so B^T's panels
     cannot be transposed from contiguous vectors."""
     m, n, k = SHAPE
     a, _, c = operands(rng, "f32", "n", "n", m, n, k)
     big = np.asfortranarray(rng.uniform(-1, 1, (2 * k, n)).astype(np.float32))
     b = big[::2, :]
-    strided = "?x?,strided<?,?>"
-    compilation = compiled(gemm_text("f32", "n", "n", (f"{m}x{k}", strided, f"{m}x{n}")))
-    assert re.search(r"tile\.pack\S* %B", compilation.tiled())
+    compilation = compiled(k_strided_b_text(), target)
     want = expected(a, b, c, "n", "n", 1.0, 1.0)
     compilation["k"](1.0, a, b, 1.0, c, group_size=1)
     check(c, want, "f32", k)
@@ -137,32 +175,47 @@ def path_of(tiled: str, m: int) -> str:
     return "panels" if "subview %A[" in tiled else "direct"
 
 
-@pytest.mark.parametrize(
-    ("ta", "shape", "path"),
-    [
-        ("n", (128, 64, 256), "direct"),  # A and B in L2: packing costs more than it saves
-        ("n", (196, 1024, 512), "direct"),  # A in L2, each B panel in L1
-        ("n", (49, 512, 4608), "direct"),  # A in L2, two rows of tiles read each B panel
-        ("n", (196, 256, 1000), "kblocks"),  # B panels beyond L1, reread by 7 rows of tiles
-        ("n", (196, 256, 1024), "panels"),  # as above, but B's columns in the same L1 sets
-        ("n", (1200, 20, 1200), "panels"),  # A overflows L2, B fits
-        ("n", (1200, 600, 1200), "blocked"),  # A and B overflow L2
-        ("t", (49, 512, 4608), "blocked"),  # A^T gathered: A and B together overflow L2
-    ],
-    ids=str,
-)
-def test_path_follows_what_the_direct_path_rereads(
-    ta: str, shape: tuple[int, int, int], path: str, rng
-) -> None:
+PATH_CASES = [
+    ("n", (128, 64, 256), "direct"),  # A and B in L2: packing costs more than it saves
+    ("n", (196, 1024, 512), "direct"),  # A in L2, each B panel in L1
+    ("n", (49, 512, 4608), "direct"),  # A in L2, two rows of tiles read each B panel
+    ("n", (196, 256, 1000), "kblocks"),  # B panels beyond L1, reread by 7 rows of tiles
+    ("n", (196, 256, 1024), "panels"),  # as above, but B's columns in the same L1 sets
+    ("n", (1200, 20, 1200), "panels"),  # A overflows L2, B fits
+    ("n", (1200, 600, 1200), "blocked"),  # A and B overflow L2
+    ("t", (49, 512, 4608), "blocked"),  # A^T gathered: A and B together overflow L2
+]
+
+
+def path_text(ta: str, shape: tuple[int, int, int]) -> str:
     m, n, k = shape
     a_shape = f"{k}x{m}" if ta == "t" else f"{m}x{k}"
-    compilation = compiled(gemm_text("f32", ta, "n", (a_shape, f"{k}x{n}", f"{m}x{n}")), "avx512")
-    assert path_of(compilation.tiled(), m) == path
-    if m * n * k < 30_000_000:  # run the cheaper ones too
-        a, b, c = operands(rng, "f32", ta, "n", m, n, k)
-        want = expected(a, b, c, ta, "n", 1.0, 0.0)
-        compilation["k"](1.0, a, b, 0.0, c, group_size=1)
-        check(c, want, "f32", k)
+    return gemm_text("f32", ta, "n", (a_shape, f"{k}x{n}", f"{m}x{n}"))
+
+
+@pytest.mark.parametrize(("ta", "shape", "path"), PATH_CASES, ids=str)
+def test_path_follows_what_the_direct_path_rereads(
+    ta: str, shape: tuple[int, int, int], path: str
+) -> None:
+    """The path the builtin avx512 description (48 KiB L1, 2 MiB L2) takes, compiled on any
+    host."""
+    assert path_of(compiled(path_text(ta, shape), "avx512").tiled(), shape[0]) == path
+
+
+@pytest.mark.parametrize(
+    ("ta", "shape", "path"),
+    [case for case in PATH_CASES if np.prod(case[1]) < 30_000_000],  # the cheaper ones
+    ids=str,
+)
+@needs_host("avx512")
+def test_each_path_matches_numpy(ta: str, shape: tuple[int, int, int], path: str, rng) -> None:
+    """The gemms of `test_path_follows_what_the_direct_path_rereads`, run on avx512."""
+    m, n, k = shape
+    compilation = compiled(path_text(ta, shape), "avx512")
+    a, b, c = operands(rng, "f32", ta, "n", m, n, k)
+    want = expected(a, b, c, ta, "n", 1.0, 0.0)
+    compilation["k"](1.0, a, b, 0.0, c, group_size=1)
+    check(c, want, "f32", k)
 
 
 def test_static_k_splits_into_equal_blocks_whose_panels_fit_l1() -> None:
@@ -272,18 +325,33 @@ def test_f64_k_blocks_fill_three_quarters_of_l1_where_c_exceeds_l2() -> None:
         assert in_l2.mc * in_l2.kc * 8 <= zen4.l2_bytes // 2, (k, n, m)
 
 
-@pytest.mark.parametrize("shapes", [("611x467", "467x601", "611x601"), ("?x?",) * 3], ids=str)
-def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], rng) -> None:
-    """The first K block writes C (no zeroing pass before it): a C of NaNs must not leak."""
-    m, n, k = SHAPE
+BETA_ZERO_SHAPES = [("611x467", "467x601", "611x601"), ("?x?",) * 3]
+
+
+def beta_zero_text(shapes: tuple[str, str, str]) -> str:
     a_t, b_t, c_t = (f"memref<f32x{s}>" for s in shapes)
-    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
-}}""")
-    tiled = compilation.tiled()
+}}"""
+
+
+@pytest.mark.parametrize("target", LARGE_L2, ids=["avx2", "zen4"])
+@pytest.mark.parametrize("shapes", BETA_ZERO_SHAPES, ids=str)
+def test_beta_zero_takes_no_pass_over_c(shapes: tuple[str, str, str], target: str | Target) -> None:
+    """The first K block writes C: with a static K (> 0) no pass over C comes before the
+    blocks (compiled on any host)."""
+    tiled = compiled(beta_zero_text(shapes), target).tiled()
     assert "tile.pack" in tiled
     if "?" not in shapes[0]:  # K is static and > 0: no pass over C before the blocks
         assert "tile.scale" not in tiled
+
+
+@pytest.mark.parametrize("target", runnable(*LARGE_L2))
+@pytest.mark.parametrize("shapes", BETA_ZERO_SHAPES, ids=str)
+def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], target: str | Target, rng) -> None:
+    """The first K block writes C (no zeroing pass before it): a C of NaNs must not leak."""
+    m, n, k = SHAPE
+    compilation = compiled(beta_zero_text(shapes), target)
     a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
     c = np.full((m, n), np.nan, np.float32, order="F")
     compilation["k"](a, b, c, group_size=1)
@@ -295,28 +363,23 @@ def bf16_operands(rng, ta: str, tb: str, m: int, n: int, k: int):
     return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), c
 
 
-@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize(
-    "shape",
-    [(700, 300, 1201), (1100, 70, 511)],  # K blocks 512, 512, 177; one odd block
-    ids=str,
-)
-def test_bf16_blocked_gemm_on_vnni_pairs(
-    ta: str, tb: str, shape: tuple[int, int, int], rng
-) -> None:
-    """bf16 into f32 on AVX512-BF16: A packed in bf16 VNNI pairs (zero-padded past an odd K
-    block and past the rows); f32 accumulation, so the result matches float64 on the same
-    bf16 values to f32 roundoff. alpha and beta general. A column-major B runs along K: the
-    tiles read its pairs where they lie, no wider than half an L1 set's ways, and an odd
-    block ends with a half step. A transposed B is packed element by element into
-    K-contiguous columns, zero past an odd K, so those tiles (`.padded`) run the odd
-    block's last pair whole."""
-    m, n, k = shape
+VNNI_SHAPES = [(700, 300, 1201), (1100, 70, 511)]  # K blocks 512, 512, 177; one odd block
+
+
+def bf16_dynamic_text(ta: str, tb: str) -> str:
     a_t, b_t, c_t = "memref<bf16x?x?>", "memref<bf16x?x?>", "memref<f32x?x?>"
-    compilation = compiled(f"""func @k(%alpha: f32, %A: {a_t}, %B: {b_t}, %beta: f32, %C: {c_t}) {{
+    return f"""func @k(%alpha: f32, %A: {a_t}, %B: {b_t}, %beta: f32, %C: {c_t}) {{
   gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a_t}, {b_t}, f32, {c_t}
-}}""", "avx512")  # fmt: skip
-    tiled = compilation.tiled()
+}}"""
+
+
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+def test_bf16_blocked_gemm_packs_vnni_pairs(ta: str, tb: str) -> None:
+    """bf16 into f32 on AVX512-BF16: A packed in bf16 VNNI pairs. A column-major B runs
+    along K: the tiles read its pairs where they lie, no wider than half an L1 set's ways. A
+    transposed B is packed into K-contiguous columns, so those tiles (`.padded`) run an odd
+    block's last pair whole. (Compiled on any host; the sizes are known at run time.)"""
+    tiled = compiled(bf16_dynamic_text(ta, tb), "avx512").tiled()
     assert f"tile.pack.{ta}.pairs %A" in tiled
     in_place = tb == "n"
     assert bool(re.search(r"tile\.pack\S* %B", tiled)) is not in_place
@@ -324,26 +387,53 @@ def test_bf16_blocked_gemm_on_vnni_pairs(
     if in_place:
         widths = {int(w) for w in re.findall(r"tile\.gemm\.n\.n\.pairs .* tile \d+ x (\d+)", tiled)}
         assert widths and max(widths) <= in_place_columns(get("avx512"))
+
+
+@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
+@pytest.mark.parametrize("shape", VNNI_SHAPES, ids=str)
+@needs_host("avx512")
+def test_bf16_blocked_gemm_on_vnni_pairs(
+    ta: str, tb: str, shape: tuple[int, int, int], rng
+) -> None:
+    """The gemms of `test_bf16_blocked_gemm_packs_vnni_pairs`, run: A's pairs zero-padded
+    past an odd K block and past the rows; f32 accumulation, so the result matches float64
+    on the same bf16 values to f32 roundoff. alpha and beta general. An odd block of a B
+    read in place ends with a half step; a transposed B is packed element by element, zero
+    past an odd K."""
+    m, n, k = shape
+    compilation = compiled(bf16_dynamic_text(ta, tb), "avx512")
     a, b, c = bf16_operands(rng, ta, tb, m, n, k)
     want = expected(a, b, c, ta, tb, 1.5, -0.5)
     compilation["k"](1.5, a, b, -0.5, c, group_size=1)
     check(c, want, "f32", k)
 
 
-@pytest.mark.parametrize("ty", ["f64", "bf16"])
-def test_row_major_b_with_t_is_read_in_place(ty: str, rng) -> None:
-    """gemm.n.t on a row-major B (N x K, K contiguous): B's rows are op(B)'s columns, read
-    where they lie (bf16: each K pair one word), with an odd last K block (1201 = 512 + 512
-    + 177) and partial tiles in M and N."""
-    m, n, k = 700, 301, 1201
+def row_major_b_text(ty: str) -> str:
+    """gemm.n.t on a B whose rows (K) are contiguous, every extent known at run time."""
     c_ty = "f32" if ty == "bf16" else ty
     a_t, b_t, c_t = f"memref<{ty}x?x?>", f"memref<{ty}x?x?,strided<?,1>>", f"memref<{c_ty}x?x?>"
-    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   gemm.n.t 1.0, %A, %B, 1.0, %C : {c_ty}, {a_t}, {b_t}, {c_ty}, {c_t}
-}}""", "avx512")  # fmt: skip
-    tiled = compilation.tiled()
+}}"""
+
+
+@pytest.mark.parametrize("ty", ["f64", "bf16"])
+def test_row_major_b_with_t_is_read_in_place(ty: str) -> None:
+    """gemm.n.t on a row-major B (N x K, K contiguous): B's rows are op(B)'s columns, read
+    where they lie (bf16: each K pair one word), not packed (compiled on any host)."""
+    tiled = compiled(row_major_b_text(ty), "avx512").tiled()
     tile = "tile.gemm.n.t.pairs " if ty == "bf16" else "tile.gemm.n.t "
     assert tile in tiled and not re.search(r"tile\.pack\S* %B", tiled)
+
+
+@pytest.mark.parametrize("ty", ["f64", "bf16"])
+@needs_host("avx512")
+def test_row_major_b_read_in_place_matches_numpy(ty: str, rng) -> None:
+    """The gemms of `test_row_major_b_with_t_is_read_in_place`, run with an odd last K
+    block (1201 = 512 + 512 + 177) and partial tiles in M and N."""
+    m, n, k = 700, 301, 1201
+    c_ty = "f32" if ty == "bf16" else ty
+    compilation = compiled(row_major_b_text(ty), "avx512")
     a, _, c = operands(rng, c_ty, "n", "n", m, n, k)
     b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(DTYPES[c_ty]))
     if ty == "bf16":
@@ -387,6 +477,7 @@ def test_narrow_tile_model_keeps_the_analytical_order() -> None:
     assert narrow == next(t for t in ranked(target, ScalarType.F32, None, None, None) if t.nr <= 6)
 
 
+@needs_host("avx512")
 def test_bf16_blocked_gemm_with_beta_zero_never_reads_c(rng) -> None:
     """The first K block writes C from the packed pairs: a C of NaNs does not leak, and
     neither do the padded pairs of the odd last block (K = 1025)."""
