@@ -4,7 +4,10 @@ tile's edges (row masks, narrower column kernels, fully unrolled and looped K), 
 (run-time row masks, power-of-two column remainders), gathered A and scattered C, every beta
 form (0 never reading C, 1, other, run-time), mixed f16/f32/f64 inputs, empty extents
 (static ones on every path, AMX's included), and
-batch-reduce loops of gemms accumulating in registers."""
+batch-reduce loops of gemms accumulating in registers.
+
+What the compiler emits for AVX-512 (the Zen 4 host's rules, `ZEN4`, and split FMA units) is
+checked on every host; its results where the host runs the code (`runnable`, `needs_host`)."""
 
 from __future__ import annotations
 
@@ -24,14 +27,23 @@ from .helpers import (
     SHAPES,
     SPLIT_FMA,
     TARGETS,
+    ZEN4,
     assert_match,
     check,
     compiled,
     fill_garbage,
+    needs_host,
     random_array,
 )
 
 TRANSPOSES = list(itertools.product("nt", repeat=2))
+
+
+def param_id(value: object) -> str:
+    """A test id: a target by its name, a tuple's items run together."""
+    if isinstance(value, Target):
+        return value.name
+    return "".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def tile_edges(target: str, ty: str) -> list[tuple[int, int, int]]:
@@ -106,19 +118,31 @@ def test_whole_narrower_last_vectors(ty: str, target: str, rng) -> None:
     )
 
 
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-def test_last_vectors_compute_narrow_on_split_fma_units(ty: str, rng) -> None:
-    """On AVX-512 executed by 256-bit units, a tile's narrowed last vector computes in its
-    own width: whole (a quarter or half vector) or masked (three rows in a 4-lane vector),
-    every transpose and epilogue form, K unrolled and looped."""
+def split_fma_shapes(ty: str) -> list[tuple[int, int, int]]:
+    """Static shapes whose M leaves a narrowed last vector on SPLIT_FMA: whole (a quarter or
+    half vector) or masked (three rows in a 4-lane vector), after 1, 2 and 4 vectors."""
     lanes = SPLIT_FMA.lanes(ScalarType(ty))
     ms = [v * lanes + rest for v in (1, 2, 4) for rest in (3, lanes // 4, lanes // 2)]
-    shapes = [(m, (9, 4, 13)[i % 3], (9, 20, 35)[i % 3]) for i, m in enumerate(ms)]
-    for i, mnk in enumerate(shapes):
+    return [(m, (9, 4, 13)[i % 3], (9, 20, 35)[i % 3]) for i, m in enumerate(ms)]
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_last_vectors_compute_narrow_on_split_fma_units(ty: str) -> None:
+    """On AVX-512 executed by 256-bit units, a tile's narrowed last vector computes in its
+    own width where K loops (compiled on any host; `test_split_fma_units_results` runs the
+    kernels)."""
+    for i, mnk in enumerate(split_fma_shapes(ty)):
         if mnk[2] > 16:  # a K loop (unrolled K keeps full-width vectors)
             plans = compiled(static_gemm(ty, i, mnk).text(), SPLIT_FMA).nanokernels()
             assert "accumulators (the last in" in plans, mnk
-    run_static_gemms(ty, SPLIT_FMA, rng, shapes)
+
+
+@needs_host(SPLIT_FMA)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_split_fma_units_results(ty: str, rng) -> None:
+    """The narrowed last vectors' results, every transpose and epilogue form, K unrolled and
+    looped."""
+    run_static_gemms(ty, SPLIT_FMA, rng, split_fma_shapes(ty))
 
 
 @pytest.mark.parametrize(
@@ -201,53 +225,77 @@ def test_mixed_precision_inputs(types: tuple[str, str, str], target: str, rng) -
 # (target, types, (m, n, k), transposes, layouts, alpha, beta) of tiles that are all of C,
 # one vector tall, with K unrolled and more than eight columns: whole and masked rows, a
 # shorter last column group, A packed from `.t`, a leading dimension, a run-time alpha, f16
-# inputs, on 512-bit and 256-bit FMA units
+# inputs, on 512-bit and 256-bit FMA units (the rule is AVX-512's: the Zen 4 host's cases
+# compile for ZEN4 on every host)
 RESIDENT_A = [
-    ("host", ("f32",) * 3, (16, 16, 16), "nn", "packed", 1.0, 1.0),
-    ("host", ("f32",) * 3, (5, 17, 7), "nt", "packed", 2.5, 0.0),
-    ("host", ("f32",) * 3, (16, 9, 16), "tn", "ld", None, 1.0),
-    ("host", ("f32",) * 3, (12, 30, 1), "tt", "packed", 1.0, 1.0),
-    ("host", ("f32",) * 3, (12, 20, 3), "tt", "packed", -0.5, 1.5),
-    ("host", ("f64",) * 3, (8, 16, 16), "nn", "ld", 1.0, 1.0),
-    ("host", ("f64",) * 3, (3, 12, 5), "tn", "packed", None, 0.0),
-    ("host", ("f16", "f16", "f32"), (16, 16, 16), "nt", "packed", 1.0, 1.0),
+    (ZEN4, ("f32",) * 3, (16, 16, 16), "nn", "packed", 1.0, 1.0),
+    (ZEN4, ("f32",) * 3, (5, 17, 7), "nt", "packed", 2.5, 0.0),
+    (ZEN4, ("f32",) * 3, (16, 9, 16), "tn", "ld", None, 1.0),
+    (ZEN4, ("f32",) * 3, (12, 30, 1), "tt", "packed", 1.0, 1.0),
+    (ZEN4, ("f32",) * 3, (12, 20, 3), "tt", "packed", -0.5, 1.5),
+    (ZEN4, ("f64",) * 3, (8, 16, 16), "nn", "ld", 1.0, 1.0),
+    (ZEN4, ("f64",) * 3, (3, 12, 5), "tn", "packed", None, 0.0),
+    (ZEN4, ("f16", "f16", "f32"), (16, 16, 16), "nt", "packed", 1.0, 1.0),
     ("avx512", ("f64",) * 3, (5, 24, 9), "nn", "packed", -0.5, 1.5),
     (SPLIT_FMA, ("f32",) * 3, (7, 12, 5), "nt", "ld", 1.0, 1.0),
 ]
+RESIDENT_A_RUNS = [
+    *(pytest.param(*case, marks=needs_host(case[0])) for case in RESIDENT_A),
+    *(("avx2", *case[1:]) for case in RESIDENT_A if case[0] is ZEN4),
+]
+"""The cases' results on their targets where the host runs them, and the Zen 4 host's cases
+(which ran on the host) also on avx2, which runs everywhere (its tiles load A per K step)."""
+
+
+def resident_a_case(types: tuple[str, str, str], mnk: tuple[int, int, int], trans: str,
+                    layout: str, alpha: float | None, beta: float | None) -> Case:  # fmt: skip
+    return Case("gemm", tuple(trans), types, types[2], (layout,) * 3, alpha=alpha, beta=beta,
+                static_shape=mnk)  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("target", "types", "mnk", "trans", "layout", "alpha", "beta"),
-    RESIDENT_A,
-    ids=lambda x: "".join(map(str, x)) if isinstance(x, tuple) else str(x),
+    ("target", "types", "mnk", "trans", "layout", "alpha", "beta"), RESIDENT_A, ids=param_id
 )
 def test_one_vector_tiles_keep_a_resident(target: str | Target, types: tuple[str, str, str],
                                           mnk: tuple[int, int, int], trans: str, layout: str,
-                                          alpha: float | None, beta: float | None,
-                                          rng) -> None:  # fmt: skip
-    """A's vectors loaded once, the columns eight at a time: the same results as numpy
-    and the reference evaluator, for every epilogue form."""
-    case = Case("gemm", tuple(trans), types, types[2], (layout,) * 3, alpha=alpha, beta=beta,
-                static_shape=mnk)  # fmt: skip
+                                          alpha: float | None,
+                                          beta: float | None) -> None:  # fmt: skip
+    """A's vectors loaded once, the columns eight at a time (compiled on any host;
+    `test_one_vector_tiles_results` runs the kernels)."""
+    case = resident_a_case(types, mnk, trans, layout, alpha, beta)
     plans = compiled(case.text(), target).nanokernels()
     assert "(A resident)" in plans and "for each group of 8 columns" in plans, plans
+
+
+@pytest.mark.parametrize(
+    ("target", "types", "mnk", "trans", "layout", "alpha", "beta"), RESIDENT_A_RUNS,
+    ids=param_id,
+)  # fmt: skip
+def test_one_vector_tiles_results(target: str | Target, types: tuple[str, str, str],
+                                  mnk: tuple[int, int, int], trans: str, layout: str,
+                                  alpha: float | None, beta: float | None,
+                                  rng) -> None:  # fmt: skip
+    """The same results as numpy and the reference evaluator, for every epilogue form."""
+    case = resident_a_case(types, mnk, trans, layout, alpha, beta)
     run_case(case, target, rng, [mnk])
 
 
 @pytest.mark.parametrize(
     ("target", "types", "mnk", "beta"),
     [
-        ("host", ("f32",) * 3, (32, 16, 8), 1.0),  # two vectors tall
-        ("host", ("f32",) * 3, (16, 8, 16), 1.0),  # one group of columns
-        ("host", ("f32",) * 3, (16, 16, 17), 1.0),  # a K loop
-        ("host", ("f32",) * 3, (16, 16, 16), None),  # each group would test beta
+        (ZEN4, ("f32",) * 3, (32, 16, 8), 1.0),  # two vectors tall
+        (ZEN4, ("f32",) * 3, (16, 8, 16), 1.0),  # one group of columns
+        (ZEN4, ("f32",) * 3, (16, 16, 17), 1.0),  # a K loop
+        (ZEN4, ("f32",) * 3, (16, 16, 16), None),  # each group would test beta
         ("avx2", ("f32",) * 3, (8, 12, 3), 1.0),  # no broadcast operands: a register each
-        ("host", ("bf16", "bf16", "f32"), (16, 16, 16), 1.0),  # dot products on pairs
+        (ZEN4, ("bf16", "bf16", "f32"), (16, 16, 16), 1.0),  # dot products on pairs
     ],
-    ids=str,
+    ids=param_id,
 )
-def test_other_tiles_load_a_per_k_step(target: str, types: tuple[str, str, str],
+def test_other_tiles_load_a_per_k_step(target: str | Target, types: tuple[str, str, str],
                                        mnk: tuple[int, int, int], beta: float | None) -> None:  # fmt: skip
+    """Tiles the rule leaves out on the Zen 4 host (an AVX-512 rule: on avx2 hosts no tile
+    would keep A resident, whatever its shape)."""
     case = Case("gemm", ("n", "n"), types, types[2], ("packed",) * 3, alpha=1.0, beta=beta,
                 static_shape=mnk)  # fmt: skip
     assert "(A resident)" not in compiled(case.text(), target).nanokernels()
@@ -464,12 +512,15 @@ def test_a_loop_that_reads_c_through_another_view_is_no_batch_reduce(view: str) 
 # -- what the nanokernels are made of -----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("target", "register"), [("host", "zmm"), ("avx2", "ymm"), ("generic", "xmm")]
-)
-def test_assembly_uses_the_targets_vectors(target: str, register: str) -> None:
-    """The host and avx2 kernels multiply-add with FMA on their widest registers; the generic
-    target has no FMA and uses SSE multiply and add."""
+REGISTERS = {512: "zmm", 256: "ymm", 128: "xmm"}
+"""The widest vector registers of a target, by its vector width."""
+
+
+@pytest.mark.parametrize("target", ["host", "avx512", "avx2", "generic"])
+def test_assembly_uses_the_targets_vectors(target: str) -> None:
+    """The host's (whatever its vectors), avx512's and avx2's kernels multiply-add with FMA
+    on their widest registers; the generic target has no FMA and uses SSE multiply and add."""
+    register = REGISTERS[get(target).vector_bits]
     text = Case(
         "gemm",
         ("n", "n"),
@@ -481,7 +532,7 @@ def test_assembly_uses_the_targets_vectors(target: str, register: str) -> None:
         static_shape=(64, 16, 64),
     ).text()
     asm = compiled(text, target).assembly()
-    if target == "generic":
+    if not get(target).fma:
         assert "vfmadd" not in asm and "mulps" in asm and "addps" in asm
     else:
         assert any(
