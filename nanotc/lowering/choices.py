@@ -169,13 +169,22 @@ def register_tile_for(
     """The override of `sig` when it fits the register file, else `model`'s tile for
     `extents` (what the model assumes of M, N, K: the blocked path tiles blocks of any size)."""
     m, n, k = extents
+    whole = reads_whole_rows(sig.path)
     choice = options.choice(sig)
     if choice is not None and choice.tile is not None:
         mv, nr = choice.tile
         tile = RegisterTile(mv, nr, target.lanes(element))
-        if fits(tile, target, reserved, dynamic_rows=m is None):
+        if fits(tile, target, reserved, dynamic_rows=m is None, whole_rows=whole):
             return tile
-    return model(target, element, m, n, k, reserved)
+    return model(target, element, m, n, k, reserved, whole_rows=whole)
+
+
+def reads_whole_rows(path: str) -> bool:
+    """Whether the tiles of `path` read A in whole rows of mr, with no mask: packed panels
+    (blocked) and row panels of A (panels; their first and last rows take tiles of their
+    own). The masks of a run-time number of C's rows then live only in the epilogue
+    (`register_tile.target_overhead`)."""
+    return path in (BLOCKED, PANELS)
 
 
 def blocking_override(

@@ -200,14 +200,9 @@ def _logical(b: Builder, op: BinaryOp, x: bool | Value, y: bool | Value) -> bool
 def tile_gemm_blocked(
     g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
 ) -> list[Instruction]:
-    c_type: MemRefType = g.c.type
-    ct = c_type.element
     m, n, k = gemm_extents(g)
-    reserved = blocked_reserved(g)
-    sig = signature(g, BLOCKED, (m, n, k), reserved)
-    # blocks have any size, so the model assumes large (dynamic) extents
-    model = blocked_tile_model(g, target)
-    tile = register_tile_for(options, sig, target, ct, (None, None, None), reserved, model)
+    sig = signature(g, BLOCKED, (m, n, k), blocked_reserved(g))
+    tile = blocked_tile(g, target, options)
     pairs = dot_pairs(g, target)
     b_in_place = reads_b_in_place(g, target, tile)
     packed = packed_element(g, target)
@@ -243,6 +238,17 @@ def tile_gemm_blocked(
                                  kc if pairs else None)  # fmt: skip
                 tile_block(inner, tile, mb, nb, panels.micro)
     return b.region.instructions
+
+
+def blocked_tile(
+    g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
+) -> RegisterTile:
+    """The register tile of the blocked path: the override of its signature, else the model's
+    (`blocked_tile_model`) for blocks of any size, as the model assumes of dynamic extents."""
+    reserved = blocked_reserved(g)
+    sig = signature(g, BLOCKED, gemm_extents(g), reserved)
+    model = blocked_tile_model(g, target)
+    return register_tile_for(options, sig, target, g.c.type.element, (None,) * 3, reserved, model)
 
 
 def _pack_b(b: Builder, g: Gemm, target: Value, block: tuple[Value, Value, Index, Index],

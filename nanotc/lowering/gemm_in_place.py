@@ -152,8 +152,15 @@ def tile_gemm_in_place(
         with b.for_(0, full, tile.mr) as (body, row):
             _k_blocks(body, g, tile, row, tile.mr, kc)
     if m > full:
-        _k_blocks(b, g, tile, full, m - full, kc)
+        _k_blocks(b, g, _last_rows_tile(tile, target), full, m - full, kc)
     return b.region.instructions
+
+
+def _last_rows_tile(tile: RegisterTile, target: Target) -> RegisterTile:
+    """The tile of the rows after the last whole panel, which reads A with masks: the panel's
+    tile where masks are k registers, else one vector by its columns (the panel's tile has
+    no registers for masks: `choices.reads_whole_rows`)."""
+    return tile if target.masked_memory else RegisterTile(1, tile.nr, tile.lanes)
 
 
 def _columns_share_line_offset(g: Gemm, target: Target) -> bool:

@@ -53,13 +53,14 @@ from nanotc.lowering.choices import (
     CompileOptions,
     GemmChoice,
     GemmSignature,
+    reads_whole_rows,
     signature,
 )
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import (
     Blocking,
     blocked_reserved,
-    blocked_tile_model,
+    blocked_tile,
     blocking,
     in_place_width,
     needs_blocking,
@@ -331,7 +332,7 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
     extents = gemm_extents(g)
     if path == BLOCKED:
         reserved = blocked_reserved(g)
-        tile = blocked_tile_model(g, target)(target, element, None, None, None, reserved)
+        tile = blocked_tile(g, target)
         packed = packed_element(g, target)
         width = in_place_width(g, target)
         blocks = _blocking(target, packed, tile, extents, width)
@@ -377,7 +378,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     """Register tiles that fit, best estimate first. Left out: tiles wider than a static N,
     which run as the N-wide tile, and the analytical choice (so clipped)."""
     m, n, k = site.model_extents
-    tiles = ranked(target, site.element, m, n, k, site.signature.reserved)
+    path, reserved = site.signature.path, site.signature.reserved
+    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path))
     assert site.analytical.tile is not None
     mv, nr = site.analytical.tile
     analytical = (mv, nr if n is None else min(nr, n))

@@ -257,6 +257,30 @@ def test_in_place_paths_stay_spill_free(target: str, shape: tuple[int, int, int]
         assert any(loop.count("vfmadd") == 24 for loop in loops)
 
 
+@pytest.mark.parametrize(
+    ("shape", "path"),
+    [((1000, 1000, 1000), "tile.pack"), ((1024, 1024, 1024), "tile.pack"),
+     ((3136, 256, 64), "tile.line_lead"), ((12544, 64, 147), "tile.line_lead")],
+    ids=str,
+)  # fmt: skip
+def test_avx2_tiles_on_whole_rows_of_a_hold_twelve_accumulators(
+    shape: tuple[int, int, int], path: str
+) -> None:
+    """Without k registers, masks are vector registers, but tiles reading A from packed
+    panels or row panels of whole vectors mask only C's epilogue: their K loops hold the
+    2 x 6 tile's 12 accumulators (8 while masks were counted) and spill nothing, with the
+    run-time rows of a block (M = 1000) and a run-time beta of the first K block."""
+    m, n, k = shape
+    a, b, c = f"memref<f32x{m}x{k}>", f"memref<f32x{k}x{n}>", f"memref<f32x{m}x{n}>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    assert path in nanotc.compile(text, target="avx2").tiled()
+    loops = check_hot_loops(text, "avx2")
+    assert max(loop.count("vfmadd") for loop in loops) == 12
+    assert all(loop.count("vmaskmov") == 0 for loop in loops if loop.count("vfmadd") == 12)
+
+
 def tiled_of(text: str) -> str:
     return nanotc.compile(text, target="avx512").tiled()
 
