@@ -37,7 +37,9 @@ K_UNROLL = 1
 # k steps ahead: about L2's latency over one step of a full tile (W3 1.02x, W1 f64 1.05x;
 # 2 and 8 measured the same)
 A_PREFETCH_STEPS = 4
-PREFETCH_C_K = 256  # a static K from which a tile prefetches C (`prefetches_c`)
+LONG_K = 256  # a static K from which a tile's K loop is long (`short_dot_chains`)
+# a static K from which a tile's K loop outlasts the fetch of C's lines (`prefetches_c`)
+PREFETCH_C_K = 16
 SHORT_CHAIN_ACCUMULATORS = 12  # dot tiles of a short K this large start from zero
 MIN_VECTOR_BYTES = 16  # xmm: the narrowest vectors a tile may use
 
@@ -78,7 +80,8 @@ class GemmNanokernel:
     dot: bool = False  # bf16 pairs along K through vdpbf16ps (VNNI) instead of FMAs
     tail_lanes: int | None = None  # lanes of the last vector when narrower than `lanes`
     unpacked_pairs: int = 0  # dot: leading vector pairs whose A pairs come from in-lane unpacks
-    long_k: bool = False  # K unknown or at least PREFETCH_C_K
+    long_k: bool = False  # K unknown or at least LONG_K
+    c_ahead: bool = False  # K unknown or at least PREFETCH_C_K: C's lines fetched before it
     b_quads: bool = False  # dot: B's K pairs of even columns by 128-bit loads and shuffles
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
     narrow_compute: bool = False  # a narrowed last vector computes at its own width too
@@ -125,7 +128,7 @@ class GemmNanokernel:
 
     @property
     def short_dot_chains(self) -> bool:
-        """A dot tile of a short static K (below PREFETCH_C_K) with at least
+        """A dot tile of a short static K (below LONG_K) with at least
         SHORT_CHAIN_ACCUMULATORS accumulators: each accumulator's chain is only K/2 dot
         products long, so chains started from C's loads (from L2 when the tile is a batch
         member) wait for them; started from zero, only the epilogue's adds do, and those run
@@ -148,13 +151,17 @@ class GemmNanokernel:
 
     @property
     def prefetches_c(self) -> bool:
-        """A tile that reads or writes C only after a long K loop (`long_k`) asks for C's
-        lines for writing before the loop: C of a blocked gemm lies past L2, and the
-        epilogue's loads (or the stores' fetches) otherwise waited for memory. W1 f32
-        1024^3 and 2048^3 ran 1.05-1.07x faster, f64 1.06-1.09x, the bf16 512x2048x2048 MLP
-        layer (two K blocks) 1.04x; W3 the same."""
+        """A tile that reads or writes C only after its K loop (`c_ahead`) asks for C's lines
+        for writing before the loop: C of a blocked gemm lies past L2, and the epilogue's
+        loads (or the stores' fetches) otherwise waited for memory. W1 f32 1024^3 and 2048^3
+        ran 1.05-1.07x faster, f64 1.06-1.09x, the bf16 512x2048x2048 MLP layer (two K
+        blocks) 1.04x. From K = 16 (it was 256): even 16 steps of a tile outlast most of the
+        fetch, and W3's short-K row panels stored C into lines still on their way from L3 or
+        memory. On a Zen 3, in one process against K from 256: 12544x64x147 1.22-1.27x,
+        3136x64x64 1.29-1.34x, 3136x256x64 1.16-1.32x, 784x512x128 1.07-1.15x, and off W3
+        3136x64x16 1.22x, 800x800x24 1.01-1.04x."""
         return (
-            self.long_k
+            self.c_ahead
             and not self.accumulates_on_c
             and not self.atomic
             and self.c_access is Access.CONTIGUOUS
@@ -371,7 +378,8 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         dot=dot,
         tail_lanes=tail,
         unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
-        long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
+        long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
+        c_ahead=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
         b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k) and _quads_fit(inst, target),
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         narrow_compute=narrow_compute and tail is not None,

@@ -589,6 +589,27 @@ def test_blocked_tiles_prefetch_c_before_their_k_loop() -> None:
     assert "prefetchw every line" not in in_cache.nanokernels()
 
 
+@pytest.mark.parametrize("target", ["avx512", "avx2"])
+@pytest.mark.parametrize(("k", "prefetched"), [(64, True), (147, True), (16, True), (8, False)])
+def test_short_k_tiles_writing_c_prefetch_it_first(target: str, k: int, prefetched: bool) -> None:
+    """W3's short-K row panels (C = A B, 3136 x 64 x K) store C into lines that were on their
+    way from L3 or memory: from K = 16 on a tile asks for them before its K loop (none inside
+    it); below that its loop is too short to hide the fetch. (Haswell, the avx2 target's
+    CPU, has no prefetchw: LLVM asks for the lines with prefetcht0 there.)"""
+    a, b, c = f"memref<f32x3136x{k}>", f"memref<f32x{k}x64>", "memref<f32x3136x64>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    compilation = nanotc.compile(text, target=target)
+    assert ("prefetchw every line of C[tile]" in compilation.nanokernels()) is prefetched
+    if target == "avx2":
+        return
+    code = compilation.assembly()
+    assert ("prefetchw" in code) is prefetched
+    loops = asm.hot_loops(code, "k", "vfmadd")
+    assert loops and not any(loop.count("prefetchw") for loop in loops)
+
+
 def test_bf16_tile_narrows_its_last_vector() -> None:
     """bf16 20 x 9 x 20: the tile's last vector holds C's last four rows in an xmm, whose
     pairs two 8-byte loads and one vpunpcklwd make: no lane masks, nothing spilled."""
