@@ -35,8 +35,15 @@ FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
 SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 K_UNROLL = 1
 # k steps ahead: about L2's latency over one step of a full tile (W3 1.02x, W1 f64 1.05x;
-# 2 and 8 measured the same)
+# 2 and 8 measured the same on Zen 4)
 A_PREFETCH_STEPS = 4
+# k steps ahead in a K loop longer than DEEP_A_PREFETCH_K (or unknown): enough for A's lines
+# to come from L3, where a Zen 3's 512 KiB L2 sends W3's row panels of A. 4 left the first
+# tile of each panel waiting: 16 ran 1.13-1.22x faster on 3136x64x256, 3136x64x576 and
+# 12544x64x147 (W1 1024^3 0.98x; 32 no better than 16). Batch members, whose K loops are
+# short, keep 4.
+DEEP_A_PREFETCH_STEPS = 16
+DEEP_A_PREFETCH_K = 64
 LONG_K = 256  # a static K from which a tile's K loop is long (`short_dot_chains`)
 # a static K from which a tile's K loop outlasts the fetch of C's lines (`prefetches_c`)
 PREFETCH_C_K = 16
@@ -82,6 +89,7 @@ class GemmNanokernel:
     unpacked_pairs: int = 0  # dot: leading vector pairs whose A pairs come from in-lane unpacks
     long_k: bool = False  # K unknown or at least LONG_K
     c_ahead: bool = False  # K unknown or at least PREFETCH_C_K: C's lines fetched before it
+    a_prefetch_steps: int = A_PREFETCH_STEPS  # how far ahead `prefetches_a` asks for A
     b_quads: bool = False  # dot: B's K pairs of even columns by 128-bit loads and shuffles
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
     narrow_compute: bool = False  # a narrowed last vector computes at its own width too
@@ -142,7 +150,7 @@ class GemmNanokernel:
 
     @property
     def prefetches_a(self) -> bool:
-        """A K loop over a contiguous A prefetches A's rows A_PREFETCH_STEPS steps ahead:
+        """A K loop over a contiguous A prefetches A's rows `a_prefetch_steps` steps ahead:
         A comes from L2 in every K loop but the first tile's, in steps the hardware
         prefetchers follow late (column strides cross pages). Not in a gemm left to the
         hardware prefetchers (`memory_bound`)."""
@@ -226,7 +234,7 @@ class GemmNanokernel:
         L, mv, nr = self.lanes, self.vectors, self.columns
         lines = [f"  for k ({unroll}):"]
         if self.prefetches_a:
-            lines.append(f"    prefetch A[row:row+{mv * L}, k+{A_PREFETCH_STEPS}]")
+            lines.append(f"    prefetch A[row:row+{mv * L}, k+{self.a_prefetch_steps}]")
         if not resident:
             lines.extend(self._a_loads_listing())
         a = "[k]" if resident else ""
@@ -380,6 +388,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
+        a_prefetch_steps=a_prefetch_steps(k),
         b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k) and _quads_fit(inst, target),
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         narrow_compute=narrow_compute and tail is not None,
@@ -387,6 +396,12 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
             inst, target, k, plain and not dot and vectors == 1 and unroll is None
         ),
     )
+
+
+def a_prefetch_steps(k: int | None) -> int:
+    """How many k steps ahead a K loop of depth k (None: unknown) prefetches A."""
+    deep = k is None or k > DEEP_A_PREFETCH_K
+    return DEEP_A_PREFETCH_STEPS if deep else A_PREFETCH_STEPS
 
 
 def _depth(inst: TileGemm | TileBatchGemm, a_type: MemRefType) -> int:

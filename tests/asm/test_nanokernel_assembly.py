@@ -306,6 +306,23 @@ def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
     assert small and not any(loop.count("prefetch") for loop in small)
 
 
+@pytest.mark.parametrize("target", ["avx512", "avx2"])
+def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
+    """A K loop longer than 64 steps asks for A's lines 16 steps ahead, time enough for
+    them to come from L3 (W3's 3136 x 64 x 256 row panels, A's columns 3136 floats apart:
+    16 x 12544 bytes); a batch member's short K loop (64^3) 4 steps ahead."""
+    a, b, c = "memref<f32x3136x256>", "memref<f32x256x64>", "memref<f32x3136x64>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    assert "k+16]" in nanotc.compile(text, target=target).nanokernels()
+    code = "\n".join(i for loop in asm.hot_loops(assembly(text, target), "k")
+                     for i in loop.instructions)  # fmt: skip
+    assert f"prefetcht0\t{16 * 3136 * 4}(" in code and f"\t{4 * 3136 * 4}(" not in code
+    member = nanotc.compile(batched_gemm("f32", 64, 64, 64), target=target).nanokernels()
+    assert "k+4]" in member and "k+16]" not in member
+
+
 def test_blocked_path_reads_packed_panels_without_masks() -> None:
     """Packed A panels are zero-padded to whole tiles, so the K loop loads them unmasked even
     when the block's rows are only known at run time (M = 1000 is not a whole number of

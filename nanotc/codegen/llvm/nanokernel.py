@@ -44,7 +44,6 @@ from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import (
-    A_PREFETCH_STEPS,
     QUAD_PAIRS,
     Access,
     Beta,
@@ -358,10 +357,10 @@ class NanokernelEmitter:
 
     def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:
         """Prefetch (for reading, into L1) the cache lines of the tile's rows of A at column
-        k + A_PREFETCH_STEPS. Near the end that is past A: a prefetch never faults, and the
+        k + `a_prefetch_steps`. Near the end that is past A: a prefetch never faults, and the
         address is computed without `inbounds`, so it stays a plain address."""
         b, element = self.b, a.type.element
-        ahead = mul(b, add(b, k, A_PREFETCH_STEPS), k_stride)
+        ahead = mul(b, add(b, k, self.p.a_prefetch_steps), k_stride)
         for row in range(0, self.p.vectors * self.p.lanes, CACHE_LINE_BYTES // element.size):
             offset = as_value(b, add(b, ahead, row))
             prefetch(b, b.gep(base, [offset], source_etype=memory_type(element)))
