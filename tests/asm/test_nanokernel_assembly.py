@@ -281,6 +281,28 @@ def test_avx2_tiles_on_whole_rows_of_a_hold_twelve_accumulators(
     assert all(loop.count("vmaskmov") == 0 for loop in loops if loop.count("vfmadd") == 12)
 
 
+@pytest.mark.parametrize(
+    ("dt", "shape", "accumulators"),
+    [("f32", (49, 2048, 512), 12), ("f64", (32, 32, 32), 12), ("f64", (20, 9, 20), 10)],
+    ids=str,
+)
+def test_avx2_tiles_over_whole_vectors_of_m_take_no_mask_registers(
+    dt: str, shape: tuple[int, int, int], accumulators: int
+) -> None:
+    """A static M of whole vectors (49 f32 rows: 48 in tiles, the last a dot product; 32 and
+    20 f64 rows) is read without masks, so on AVX2 no register is kept for one: 2 x 6 and
+    3 x 4 tiles (8 accumulators while a mask was counted) and 5 vectors by 2 columns (1 x 9
+    before), spilling nothing."""
+    m, n, k = shape
+    a, b, c = f"memref<{dt}x{m}x{k}>", f"memref<{dt}x{k}x{n}>", f"memref<{dt}x{m}x{n}>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 1.0, %C : {dt}, {a}, {b}, {dt}, {c}
+}}"""
+    loops = check_hot_loops(text, "avx2")
+    assert max(loop.count("vfmadd") for loop in loops) == accumulators
+    assert all(loop.count("vmaskmov") == 0 for loop in loops)
+
+
 def tiled_of(text: str) -> str:
     return nanotc.compile(text, target="avx512").tiled()
 
