@@ -23,7 +23,7 @@ from typing import Any
 
 from nanotc.ir.instructions import Gemm
 from nanotc.ir.types import ScalarType
-from nanotc.lowering.register_tile import RegisterTile, TileModel, choose, fits, whole_vectors
+from nanotc.lowering.register_tile import RegisterTile, TileModel, choose, fits
 from nanotc.targets import Target
 
 DIRECT = "direct"  # register tiles straight on the operands (gemm_tiles)
@@ -173,10 +173,8 @@ def register_tile_for(
     choice = options.choice(sig)
     if choice is not None and choice.tile is not None:
         mv, nr = choice.tile
-        lanes = target.lanes(element)
-        unmasked = whole or whole_vectors(m, lanes)
-        tile = RegisterTile(mv, nr, lanes)
-        if fits(tile, target, reserved, dynamic_rows=m is None, whole_rows=unmasked):
+        tile = RegisterTile(mv, nr, target.lanes(element))
+        if fits(tile, target, reserved, m, whole):
             return tile
     return model(target, element, m, n, k, reserved, whole_rows=whole)
 

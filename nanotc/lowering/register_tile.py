@@ -54,9 +54,12 @@ class RegisterTile:
         return self.mv * self.nr + self.mv + 1
 
 
-def fits(tile: RegisterTile, target: Target, reserved: int = 0, dynamic_rows: bool = False,
+def fits(tile: RegisterTile, target: Target, reserved: int = 0, m: int | None = None,
          whole_rows: bool = False) -> bool:  # fmt: skip
-    overhead = target_overhead(target, tile, dynamic_rows, whole_rows)
+    """Whether the tile fits beside `reserved` live vector registers, for C's M (None: known
+    only at run time) and A read in `whole_rows` or not (`target_overhead`)."""
+    unmasked = whole_rows or whole_vectors(m, tile.lanes)
+    overhead = target_overhead(target, tile, dynamic_rows=m is None, whole_rows=unmasked)
     return tile.registers() + reserved + overhead <= target.vector_registers
 
 
@@ -81,12 +84,11 @@ def candidates(
     whole rows, `target_overhead`)."""
     lanes = target.lanes(element)
     max_vectors = math.ceil((m or ASSUMED_EXTENT) / lanes)
-    whole = whole_rows or whole_vectors(m, lanes)
     tiles = []
     for mv in range(1, min(max_vectors, 8) + 1):
         for nr in range(1, target.vector_registers):
             tile = RegisterTile(mv, nr, lanes)
-            if fits(tile, target, reserved, dynamic_rows=m is None, whole_rows=whole):
+            if fits(tile, target, reserved, m, whole_rows):
                 tiles.append(tile)
     return tiles
 
