@@ -30,6 +30,9 @@ class Target:
     masked_memory: bool  # masked vector loads/stores (AVX-512 k-masks)
     bf16_dot: bool  # vdpbf16ps
     amx: bool
+    # without k-masks, loads and stores masked by the sign bits of a vector register (AVX's
+    # vmaskmovps/pd): a nanokernel's masks of run-time rows then stay in one register each
+    sign_masked_memory: bool = False
     # vdpbf16ps's flops per cycle over FMA's: 2 where it is a full-rate unit (Zen 4);
     # measured 0.5 on the AMX-era Intel cores (bench/peak.py), where widening bf16 to f32
     # for FMAs is faster and AMX tiles take the large bf16 gemms
@@ -104,6 +107,7 @@ AVX2 = Target(
     masked_memory=False,
     bf16_dot=False,
     amx=False,
+    sign_masked_memory=True,
 )
 AMX = replace(
     AVX512,
@@ -150,6 +154,7 @@ def host() -> Target:
         masked_memory=avx512,
         bf16_dot=avx512 and "avx512bf16" in has,
         amx={"amx-tile", "amx-bf16"} <= has and _amx_permitted(),
+        sign_masked_memory="avx" in has and not avx512,
         bf16_dot_rate=0.5 if "amx-bf16" in has else 2.0,
         l1_bytes=_cache_size(1, 32 * 1024),
         l1_ways=_cache_ways(1, 8),

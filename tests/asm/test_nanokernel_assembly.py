@@ -303,6 +303,32 @@ def test_avx2_tiles_over_whole_vectors_of_m_take_no_mask_registers(
     assert all(loop.count("vmaskmov") == 0 for loop in loops)
 
 
+DYNAMIC_ROWS = {
+    "gemm": """func @k(%A: memref<{t}x?x?>, %B: memref<{t}x?x?>, %C: memref<{t}x?x?>) {{
+  gemm.n.n 1.0, %A, %B, 1.0, %C : {t}, memref<{t}x?x?>, memref<{t}x?x?>, {t}, memref<{t}x?x?>
+}}""",
+    "batch-reduce": """func @k(%A: memref<{t}x?x64x8>, %B: memref<{t}x64x6x8>, %C: memref<{t}x?x6>) {{
+  for %j = 0, 8 {{
+    %a = subview %A[:, :, %j] : memref<{t}x?x64x8>
+    %b = subview %B[:, :, %j] : memref<{t}x64x6x8>
+    gemm.n.n 1.0, %a, %b, 1.0, %C : {t}, memref<{t}x?x64>, memref<{t}x64x6>, {t}, memref<{t}x?x6>
+  }}
+}}""",
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(DYNAMIC_ROWS))
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_avx2_masks_of_run_time_rows_take_one_register_each(kernel: str, dt: str) -> None:
+    """On AVX2 the K loops of tiles over a run-time number of rows load A with vmaskmov
+    under masks computed once before the loop: no compare in the loop (LLVM recomputed an
+    i1 mask's compare at every K step from two live registers, and a 2 x 5 tile spilled)."""
+    text = DYNAMIC_ROWS[kernel].format(t=dt)
+    loops = check_hot_loops(text, "avx2")
+    assert any(loop.count("vmaskmov") for loop in loops)
+    assert all(loop.count("vpcmp") == 0 for loop in loops)
+
+
 def tiled_of(text: str) -> str:
     return nanotc.compile(text, target="avx512").tiled()
 

@@ -146,13 +146,23 @@ def test_split_fma_units_results(ty: str, rng) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ty", "target"), [("f32", "host"), ("f64", "host"), ("f32", "avx2"), ("f64", "generic")]
+    ("types", "target"),
+    [
+        (("f32",) * 3, "host"),
+        (("f64",) * 3, "host"),
+        (("f32",) * 3, "avx2"),
+        (("f64",) * 3, "avx2"),
+        (("f32", "f32", "f64"), "avx2"),
+        (("f64",) * 3, "generic"),
+    ],
+    ids=param_id,
 )
-def test_dynamic_sizes_every_remainder(ty: str, target: str, rng) -> None:
-    """One kernel for all sizes: every M remainder (run-time masks) and N remainder (the
-    power-of-two column kernels) from 1 to 70, runtime alpha/beta. (Dynamic gemms compile to
-    much more code than static ones: a few kernels, many sizes.)"""
-    case = Case("gemm", ("n", "n"), (ty,) * 3, ty, ("dynamic",) * 3)
+def test_dynamic_sizes_every_remainder(types: tuple[str, str, str], target: str, rng) -> None:
+    """One kernel for all sizes: every M remainder (run-time masks; on AVX2 sign masks of
+    A's f32 or f64 lanes, f32 A into f64 C in half vectors) and N remainder (the power-of-two
+    column kernels) from 1 to 70, runtime alpha/beta. (Dynamic gemms compile to much more
+    code than static ones: a few kernels, many sizes.)"""
+    case = Case("gemm", ("n", "n"), types, types[2], ("dynamic",) * 3)
     sizes = [(m, n, int(rng.choice(SHAPES))) for m, n in zip(range(1, 71, 3), range(70, 0, -3))]
     run_case(case, target, rng, sizes)
 
@@ -404,6 +414,33 @@ def test_batch_reduce_loop(mnk: tuple[int, int, int], target: str, rng) -> None:
         for j in range(start, stop):
             want += 0.5 * (a[..., j].astype(np.float64) @ b[..., j])[..., None]
         assert_match(c, want.astype(np.float32), k * batches)
+
+
+DYNAMIC_BATCH_TEXT = """func @k(%a: memref<{t}x?x{k}x?>, %b: memref<{t}x{k}x{n}x?>, %c: memref<{t}x?x{n}>) {{
+    %batch = size %a[2] : memref<{t}x?x{k}x?>
+    for %j = 0, %batch {{
+        %aj = subview %a[:, :, %j] : memref<{t}x?x{k}x?>
+        %bj = subview %b[:, :, %j] : memref<{t}x{k}x{n}x?>
+        gemm.n.n 1.0, %aj, %bj, 1.0, %c : {t}, memref<{t}x?x{k}>, memref<{t}x{k}x{n}>, {t}, memref<{t}x?x{n}>
+    }}
+}}"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_batch_reduce_loop_over_run_time_rows(ty: str, target: str, rng) -> None:
+    """A batch-reduce loop whose A and C have a run-time number of rows: every row tile's
+    A loads are masked (on AVX2 by sign masks) and the sums match for M around the tiles."""
+    n, k, batches = 7, 5, 3
+    text = DYNAMIC_BATCH_TEXT.format(t=ty, n=n, k=k)
+    assert "tile.batch_gemm" in print_program(compiled(text, target).lowered)
+    for m in (1, 5, 8, 13, 19, 37):
+        a = random_array(rng, (m, k, batches), ty)
+        b = random_array(rng, (k, n, batches), ty)
+        c = random_array(rng, (m, n), ty)
+        want = c.astype(np.float64) + np.einsum("mkj,knj->mn", a, b)
+        check(text, [a, b, c], target=target, depth=k * batches)
+        assert_match(c, want.astype(c.dtype), k * batches)
 
 
 EMPTY_BATCH_TEXT = """func @k(%a: memref<f32x8x?>, %b: memref<f32x8x?>, %c: memref<f32x8x8>,

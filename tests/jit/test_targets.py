@@ -80,3 +80,13 @@ def test_stream_lanes_are_the_streaming_width_where_narrower_than_the_vectors() 
     assert replace(avx512, stream_vector_bits=256).stream_lanes(f64) == 4
     assert avx512.stream_lanes(f32) == avx512.lanes(f32) == 16
     assert replace(targets.get("avx2"), stream_vector_bits=512).stream_lanes(f64) == 4
+
+
+def test_sign_masks_only_where_avx_lacks_k_masks() -> None:
+    """vmaskmovps/pd masks on AVX2 (and a host with AVX but not AVX-512), never beside
+    AVX-512's k-masks nor on the SSE2 baseline."""
+    assert targets.get("avx2").sign_masked_memory
+    assert not any(targets.get(t).sign_masked_memory for t in ("avx512", "amx", "generic"))
+    host = targets.get("host")
+    has_avx = "+avx" in host.llvm_features.split(",")
+    assert host.sign_masked_memory == (has_avx and not host.masked_memory)

@@ -109,7 +109,28 @@ class NanokernelEmitter:
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
         # without masks: only C's rows end at `rows`
-        self.a_masks = [None] * p.vectors if _a_covers_tile(inst, p) else self.masks
+        self.a_masks = (
+            [None] * p.vectors
+            if _a_covers_tile(inst, p)
+            else [self._a_mask(v, mask) for v, mask in enumerate(self.masks)]
+        )
+
+    def _a_mask(self, v: int, mask: ir.Value | None) -> ir.Value | None:
+        """The mask of A's vector v in the K loop: on AVX targets a run-time one as sign bits
+        (`vec.sign_mask`), one register each, where A's vectors are contiguous loads."""
+        a = self.inst.panels()[0] if isinstance(self.inst, TileBatchGemm) else self.inst.a
+        element = a.type.element
+        if (
+            mask is None
+            or isinstance(mask, ir.Constant)
+            or self.p.dot
+            or self.p.a_access is not Access.CONTIGUOUS
+            or not self.e.state.target.sign_masked_memory
+            or not vec.sign_masks(element, self.p.lanes)
+        ):
+            return mask
+        rows = self.e.index_value(self.inst.rows)
+        return vec.sign_mask(self.b, self.p.lanes, v * self.p.lanes, rows, element.bits)
 
     def _mask(self, v: int) -> ir.Value | None:
         lanes = self.p.active_lanes(v)

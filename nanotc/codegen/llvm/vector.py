@@ -82,6 +82,45 @@ def dynamic_mask(b: ir.IRBuilder, lanes: int, first_row: int, rows: ir.Value) ->
     return b.icmp_signed("<", iota, splat(b, narrow, lanes))
 
 
+def sign_mask(b: ir.IRBuilder, lanes: int, first_row: int, rows: ir.Value, bits: int) -> ir.Value:
+    """`dynamic_mask` as the sign bits of `bits`-bit integer lanes, the mask operand of AVX's
+    vmaskmovps/pd (`sign_masks`): `lanes` lanes loaded from a table of ones then zeros,
+    `rows - first_row` lanes (clamped) before its zeros. LLVM turns a mask it can read as a
+    compare into `llvm.masked.load`, sinks the compare into the loop that uses it, and on
+    AVX2 then keeps both operands live and compares them again at every K step (two
+    registers and an instruction per mask); a loaded mask stays in one register."""
+    count = _clamp(b, b.sub(rows, ir.Constant(rows.type, first_row)), 0, lanes)
+    t = ir.IntType(bits)
+    start = b.sub(ir.Constant(count.type, lanes), count)
+    ptr = b.gep(_mask_table(b.module, t, lanes), [start], source_etype=t)
+    return b.load(ptr, typ=vector_type(t, lanes), align=bits // 8)
+
+
+def _mask_table(module: ir.Module, t: ir.IntType, lanes: int) -> ir.GlobalVariable:
+    """`lanes` all-ones `t` then `lanes` zeros, one constant per module."""
+    name = f"nanotc.sign_mask_table.i{t.width}x{lanes}"
+    if name in module.globals:
+        return module.globals[name]
+    table = ir.GlobalVariable(module, ir.ArrayType(t, 2 * lanes), name=name)
+    table.global_constant = True
+    table.linkage = "private"
+    table.initializer = ir.Constant(table.value_type, [-1] * lanes + [0] * lanes)
+    return table
+
+
+def sign_masks(element: ScalarType, lanes: int) -> bool:
+    """Whether vmaskmovps/pd load and store `lanes` elements of `element` (32 or 64 bits,
+    in 128 or 256 bits): the operands `sign_mask` masks on AVX targets."""
+    return element.bits in (32, 64) and element.bits * lanes in (128, 256)
+
+
+def _sign_masked(name: str, t: ir.VectorType) -> str:
+    """The AVX intrinsic that moves vectors of type t under a sign mask."""
+    single = t.element == ir.FloatType()
+    width = t.count * (32 if single else 64)
+    return f"llvm.x86.avx.mask{name}.{'ps' if single else 'pd'}" + (".256" if width == 256 else "")
+
+
 def _clamp(b: ir.IRBuilder, x: ir.Value, low: int, high: int) -> ir.Value:
     low_v, high_v = ir.Constant(x.type, low), ir.Constant(x.type, high)
     x = b.select(b.icmp_signed("<", x, low_v), low_v, x)
@@ -93,6 +132,8 @@ def load(
 ) -> ir.Value:
     if mask is None:
         return b.load(ptr, typ=t, align=align)
+    if _is_sign_mask(mask):
+        return intrinsic(b, _sign_masked("load", t), t, [ptr, mask])
     name = f"llvm.masked.load.{suffix(t)}.p0"
     return intrinsic(b, name, t, [ptr, ir.Constant(I32, align), mask, zeros(t)])
 
@@ -103,8 +144,16 @@ def store(
     if mask is None:
         b.store(value, ptr, align=align)
         return
+    if _is_sign_mask(mask):
+        intrinsic(b, _sign_masked("store", value.type), ir.VoidType(), [ptr, mask, value])
+        return
     name = f"llvm.masked.store.{suffix(value.type)}.p0"
     intrinsic(b, name, ir.VoidType(), [value, ptr, ir.Constant(I32, align), mask])
+
+
+def _is_sign_mask(mask: ir.Value) -> bool:
+    """A `sign_mask` (integer lanes), not a vector of i1."""
+    return mask.type.element != I1
 
 
 def store_around_caches(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int) -> None:
