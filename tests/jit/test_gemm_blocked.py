@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import nanotc
+from nanotc.codegen import asm
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
 from nanotc.lowering.gemm_blocked import (
@@ -490,3 +491,33 @@ def test_bf16_blocked_gemm_with_beta_zero_never_reads_c(rng) -> None:
     c = np.full((m, n), np.nan, np.float32, order="F")
     compilation["k"](a, b, c, group_size=1)
     check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
+
+
+@pytest.mark.parametrize(("ty", "tile"), [("f32", (1, 12)), ("f64", (1, 7))], ids=str)
+def test_packed_b_panels_narrower_than_vectors_mask_one_store_per_chunk(
+    ty: str, tile: tuple[int, int], rng
+) -> None:
+    """A tuned tile too wide to read B in place packs B^T by register transposes into
+    panels that end inside a vector (12 f32 rows: 8 + 4 lanes; 7 f64 rows: 4 + 3). The K
+    steps' segments are stored in address order as whole vectors, each spilling into the
+    next; only a chunk's last one is masked (it was every partial one). Results on AVX2."""
+    text = gemm_text(ty, "n", "n", ("?x?",) * 3)
+    site = blocked_site(text, get("avx2"))
+    options = CompileOptions.of({site.key: GemmChoice(tile)})
+    compilation = nanotc.compile(text, "avx2", options=options)
+    assert re.search(r"tile\.pack\S* %B", compilation.tiled())
+    transposing = [
+        loop for loop in asm.hot_loops(compilation.assembly(), "k", "vperm2f128")
+        if re.search(r"vmaskmovp[sd]\s+%ymm\d+, %ymm\d+, -?\d*\(", "\n".join(loop.instructions))
+    ]  # fmt: skip
+    assert transposing, "no pack loop transposing in registers"
+    for loop in transposing:
+        stores = [
+            i for i in loop.instructions if re.match(r"vmaskmovp[sd]\s+%ymm\d+, %ymm\d+, ", i)
+        ]
+        assert len(stores) == 1, loop.instructions
+    m, n, k = SHAPE
+    a, b, c = operands(rng, ty, "n", "n", m, n, k)
+    want = expected(a, b, c, "n", "n", 1.5, 0.5)
+    compilation["k"](1.5, a, b, 0.5, c, group_size=1)
+    check(c, want, ty, k)
