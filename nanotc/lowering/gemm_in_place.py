@@ -54,6 +54,7 @@ from nanotc.lowering.gemm_blocked import (
 )
 from nanotc.lowering.gemm_tiles import (
     Index,
+    direct_model_extents,
     dot_rows,
     gemm_extents,
     row_dots_after,
@@ -96,7 +97,8 @@ def in_place_tile(
     element, reserved = g.c.type.element, blocked_reserved(g)
     sig = gemm_signature(g, path, (m, n, k), reserved)
     model = choose_tall if path == PANELS else choose
-    tile = register_tile_for(options, sig, target, element, (m, n, k), reserved, model)
+    tiled = direct_model_extents(g, target) if path == K_BLOCKS else (m, n, k)
+    tile = register_tile_for(options, sig, target, element, tiled, reserved, model)
     depth = panel_depth if path == PANELS else k_block_depth
     return tile, depth(target, tile, element.size, k)
 

@@ -30,7 +30,6 @@ FMA_PORTS = 2
 LOAD_PORTS = 2
 FMA_LATENCY = 4
 ASSUMED_EXTENT = 256  # stands in for a dynamic M, N or K
-L2_BYTES_PER_CYCLE = 20  # sustained from L2 into registers, per core
 MIN_COLUMNS_FOR_HEIGHT = 4
 # a tile as tall as C reads whole columns of A in order, which L2 streams in this much
 # faster than the scattered half columns of shorter tiles (in-cache 64x64x256 f32: 64 x 6
@@ -127,11 +126,12 @@ def estimate(
 
 def a_vector_cycles(target: Target, element: ScalarType, m: int | None, k: int | None) -> float:
     """Every column of tiles reads all of A again: from L2 when A does not fit half of L1
-    (unknown extents: assumed not to), at L2_BYTES_PER_CYCLE. Tiles with many vectors of A
-    per FMA then wait on L2 (80 x 5 ran 10-15% slower than 32 x 14 on W3's 784x512x128)."""
+    (unknown extents: assumed not to), at the target's `l2_bytes_per_cycle`. Tiles with many
+    vectors of A per FMA then wait on L2 (Zen 4: 80 x 5 ran 10-15% slower than 32 x 14 on
+    W3's 784x512x128; Zen 3: 2 x 4 0.70-0.75x of 2 x 6 on 48x512x4608)."""
     if m is not None and k is not None and m * k * element.size <= target.l1_bytes // 2:
         return 0.0
-    return target.vector_bits / 8 / L2_BYTES_PER_CYCLE
+    return target.vector_bits / 8 / target.l2_bytes_per_cycle
 
 
 def _tile_counts(

@@ -56,6 +56,10 @@ class Target:
     # registers (else 0): element-wise loops and reductions over operands of two L3s or more
     # use it (`codegen/llvm/blas_vector.py`; Zen 4: 256, 1.01-1.18x from memory)
     stream_vector_bits: int = 0
+    # bytes of A's vectors per cycle that a K loop sustains from L2 into registers, where A
+    # is read again for every column of tiles (the tile model charges the tiles that need
+    # more; `register_tile.a_vector_cycles`)
+    l2_bytes_per_cycle: float = 20.0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -160,21 +164,25 @@ def host() -> Target:
         l1_ways=_cache_ways(1, 8),
         l2_bytes=_cache_size(2, 1024 * 1024),
         l3_bytes=_cache_size(3, 32 * 1024 * 1024),
-        **(MEASURED_RATES.get(cpu, {}) if avx512 else {}),
+        **MEASURED_RATES.get((cpu, 512 if avx512 else 256), {}),
     )
 
 
-# Rates measured per CPU (LLVM's name) with AVX-512, where they differ from the defaults.
-# Zen 4: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits (bench/peak.py:
-# 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, and streams from
-# memory 4-10% faster in 256-bit vectors than in 512-bit ones (docs/benchmarks.md).
-MEASURED_RATES: dict[str, dict[str, float | int]] = {
-    "znver4": {
+# Rates measured per CPU (LLVM's name) and vector width, where they differ from the defaults.
+# Zen 4 with AVX-512: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits
+# (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, and
+# streams from memory 4-10% faster in 256-bit vectors than in 512-bit ones
+# (docs/benchmarks.md). Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with
+# 2 x 6 f32 tiles (64 bytes of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on
+# 48x512x4608 and 49x512x4608, which is about 12 bytes a cycle.
+MEASURED_RATES: dict[tuple[str, int], dict[str, float | int]] = {
+    ("znver4", 512): {
         "fma_per_cycle": 1.0,
         "fma_unit_bits": 256,
         "memory_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
     },
+    ("znver3", 256): {"l2_bytes_per_cycle": 12.0},
 }
 
 

@@ -33,10 +33,17 @@ SPLIT_FMA = replace(get("avx512"), name="avx512-split-fma", fma_unit_bits=256)
 
 ZEN4 = replace(
     get("avx512"), name="zen4", llvm_cpu="znver4", l1_bytes=32 * 1024, l1_ways=8,
-    l2_bytes=1024 * 1024, **MEASURED_RATES["znver4"],
+    l2_bytes=1024 * 1024, **MEASURED_RATES[("znver4", 512)],
 )  # fmt: skip
 """The Zen 4 host the AVX-512 rules were measured on, as `targets.host()` describes it there:
 tests of those rules compile for it on any machine (and run its code where the host can)."""
+
+ZEN3 = replace(
+    get("avx2"), name="zen3", llvm_cpu="znver3", l2_bytes=512 * 1024,
+    **MEASURED_RATES[("znver3", 256)],
+)  # fmt: skip
+"""The Zen 3 host (AVX2, 512 KiB of L2) as `targets.host()` describes it: its rules compile
+for it on any machine."""
 
 
 def runs_here(target: str | Target) -> bool:

@@ -27,7 +27,7 @@ from nanotc.lowering.register_tile import (
 )
 from nanotc.targets import get
 
-from .helpers import compiled
+from .helpers import ZEN3, compiled, runnable
 from .test_gemm_blocked import DTYPES, check, expected, gemm_text, operands, path_of
 
 # M, N, K with no extent a whole tile or block
@@ -124,6 +124,38 @@ def test_row_panel_tile_is_the_tallest_the_model_ties() -> None:
     assert tall.mr * depth * 4 <= target.l1_bytes // 2 and blocks * depth - k < blocks
     tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), "avx512").tiled()
     assert f"tile {tall.mr} x {tall.nr}" in tiled
+
+
+def test_k_blocks_tile_model_leaves_out_the_rows_of_dot_products() -> None:
+    """W3's 49x512x4608 in K blocks: the 49th row is a dot product, so the tiles cover 48
+    rows of whole vectors and on AVX2 no mask register is charged: 2 x 6 tiles (12
+    accumulators; the model charged a mask and took 1 x 12, which ran 0.84-0.95x)."""
+    m, n, k = 49, 512, 4608
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), ZEN3).tiled()
+    assert path_of(tiled, m) == "kblocks" and "tile.row_dots" in tiled
+    assert "tile 16 x 6" in tiled
+
+
+@pytest.mark.parametrize("target", runnable(ZEN3))
+def test_k_blocks_with_dot_rows_match_numpy(target, rng) -> None:
+    m, n, k = 49, 40, 4608
+    a, b, c = operands(rng, "f32", "n", "n", m, n, k)
+    compilation = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), target)
+    assert path_of(compilation.tiled(), m) == "kblocks"
+    want = expected(a, b, c, "n", "n", 1.5, 0.5)
+    compilation["k"](1.5, a, b, 0.5, c, group_size=1)
+    check(c, want, "f32", k)
+
+
+@pytest.mark.parametrize(("rate", "tile"), [(12.0, "16 x 6"), (20.0, "16 x 4")])
+def test_l2_rate_decides_how_many_vectors_of_a_a_tile_streams(rate: float, tile: str) -> None:
+    """Row panels of W3's 784x128x512 read A from L2: at Zen 3's 12 bytes a cycle, 2 x 4
+    tiles (64 bytes of A per 4 cycles) would wait on it and 2 x 6 do not (1.03-1.05x);
+    at 20 bytes a cycle the model takes 2 x 4."""
+    m, n, k = 784, 128, 512
+    target = replace(ZEN3, l2_bytes_per_cycle=rate)
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), target).tiled()
+    assert path_of(tiled, m) == "panels" and f"tile {tile}" in tiled
 
 
 def test_k_blocks_keep_the_b_panel_within_l1() -> None:

@@ -321,8 +321,9 @@ def test_members_the_hardware_prefetches_results(
 def test_host_takes_the_rates_measured_for_its_cpu() -> None:
     import llvmlite.binding as llvm
 
-    rates = MEASURED_RATES.get(llvm.get_host_cpu_name(), {}) if host().vector_bits == 512 else {}
+    rates = MEASURED_RATES.get((llvm.get_host_cpu_name(), host().vector_bits), {})
     assert host().fma_per_cycle == rates.get("fma_per_cycle", 2.0)
+    assert host().l2_bytes_per_cycle == rates.get("l2_bytes_per_cycle", 20.0)
     assert host().memory_bytes_per_cycle == rates.get("memory_bytes_per_cycle", 0.0)
     assert host().fma_unit_bits == rates.get("fma_unit_bits", 0)
     assert host().stream_vector_bits == rates.get("stream_vector_bits", 0)
