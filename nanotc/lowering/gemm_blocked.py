@@ -165,13 +165,15 @@ def needs_blocking(
     packed). Beyond that, the direct path still wins while A alone fits: it rereads A from
     L2 for every column of register tiles, and each B panel (k x nr) for every row of tiles,
     from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
-    196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct, 196x256x1024 1.07x slower).
-    A gathered A (rows not contiguous) rereads slowly: then always pack."""
+    196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct on Zen 4, 196x256x1024 1.07x
+    slower), on targets that do (`Target.rereads_a_from_l2`). A gathered A (rows not
+    contiguous) rereads slowly: then always pack."""
     m, n, k = extents or extent_values(b, g)
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
     overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
-    if overflow is False or not row_stride_is_unit(g.a.type, g.trans_a):
+    rereads = target.rereads_a_from_l2 and row_stride_is_unit(g.a.type, g.trans_a)
+    if overflow is False or not rereads:
         return overflow
     a_overflows = _greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
     if a_overflows is True:

@@ -67,8 +67,9 @@ from nanotc.targets import Target
 
 def in_place_path(g: Gemm, target: Target) -> str | None:
     """K_BLOCKS, PANELS or None (pack) for a gemm the blocked path would take: K blocks when
-    the A block of one K block fits half of L2 (with the model's tile) and B's columns fall
-    into different L1 sets (`b_columns_share_sets`), else row panels when B does."""
+    the A block of one K block fits half of L2 (with the model's tile), B's columns fall
+    into different L1 sets (`b_columns_share_sets`) and the target rereads A from L2
+    (`Target.rereads_a_from_l2`), else row panels when B fits half of L2."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None:
         return None
@@ -79,7 +80,8 @@ def in_place_path(g: Gemm, target: Target) -> str | None:
     half_l2 = target.l2_bytes // 2
     tile = choose(target, element, m, n, k, blocked_reserved(g))
     kc = k_block_depth(target, tile, element.size, k)
-    if m * kc * element.size <= half_l2 and not b_columns_share_sets(g, target):
+    k_blocks_fit = m * kc * element.size <= half_l2 and not b_columns_share_sets(g, target)
+    if k_blocks_fit and target.rereads_a_from_l2:
         return K_BLOCKS
     if k * n * element.size <= half_l2:
         return PANELS

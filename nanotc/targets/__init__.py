@@ -60,6 +60,9 @@ class Target:
     # is read again for every column of tiles (the tile model charges the tiles that need
     # more; `register_tile.a_vector_cycles`)
     l2_bytes_per_cycle: float = 20.0
+    # the direct path and its K blocks reread an A that fits half of L2 where it lies, for
+    # every column of tiles, rather than pack it (measured per CPU: `gemm_blocked.needs_blocking`)
+    rereads_a_from_l2: bool = True
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -174,15 +177,18 @@ def host() -> Target:
 # streams from memory 4-10% faster in 256-bit vectors than in 512-bit ones
 # (docs/benchmarks.md). Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with
 # 2 x 6 f32 tiles (64 bytes of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on
-# 48x512x4608 and 49x512x4608, which is about 12 bytes a cycle.
-MEASURED_RATES: dict[tuple[str, int], dict[str, float | int]] = {
+# 48x512x4608 and 49x512x4608, which is about 12 bytes a cycle; and A packed ran faster than
+# A reread where it lies wherever A and B overflow half of L2 (W3's 196x1024x256 1.28-1.32x,
+# 49x2048x512 1.08-1.09x, 49x512x4608 1.03-1.09x; reread, 196x1024x512 ran 0.72-0.77x and
+# 196x256x1024 0.67-0.70x), where on Zen 4 rereading won (1.18x and 1.5x).
+MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
         "fma_unit_bits": 256,
         "memory_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
     },
-    ("znver3", 256): {"l2_bytes_per_cycle": 12.0},
+    ("znver3", 256): {"l2_bytes_per_cycle": 12.0, "rereads_a_from_l2": False},
 }
 
 

@@ -35,7 +35,7 @@ from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, r
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
 
-from .helpers import ZEN4, compiled, needs_host, runnable
+from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable
 
 # M, N, K: A and B are each over 1 MiB in f32 (a B within half of L2 would take the row-panel
 # path instead); no extent a whole block
@@ -136,6 +136,20 @@ def test_dynamic_sizes_take_the_blocked_path_when_large(rng) -> None:
         want = expected(a, b, c, "n", "n", -2.0, 1.0)
         compilation["k"](-2.0, a, b, 1.0, c, group_size=1)
         check(c, want, "f32", k)
+
+
+@pytest.mark.parametrize(("rereads", "path"), [(True, "direct"), (False, "blocked")])
+def test_run_time_path_packs_an_a_within_half_of_l2_where_rereading_is_slower(
+    rereads: bool, path: str
+) -> None:
+    """A dynamic gemm decides at run time: 256^3 f32 (A 256 KiB, half of Zen 3's L2; A and
+    B beyond it) takes the direct path where A is reread in place, the blocked one on Zen
+    3, which packs it (W1 256^3 1.64-1.71x)."""
+    target = replace(ZEN3, rereads_a_from_l2=rereads)
+    arrays = [np.empty((256, 256), np.float32, order="F") for _ in range(3)]
+    func = nanotc.load(gemm_text("f32", "n", "n", ("?x?",) * 3)).function("k")
+    (site,) = gemm_sites(func, target, [1.0, *arrays[:2], 0.0, arrays[2]])
+    assert site.signature.path == path
 
 
 def k_strided_b_text() -> str:

@@ -30,6 +30,10 @@ from nanotc.targets import get
 from .helpers import ZEN3, compiled, runnable
 from .test_gemm_blocked import DTYPES, check, expected, gemm_text, operands, path_of
 
+REREADS = replace(get("host"), rereads_a_from_l2=True)
+"""The host, as a target that rereads A from L2 (Zen 4's rule): where the host itself packs
+such an A instead (Zen 3), its code still takes the K-blocks path here."""
+
 # M, N, K with no extent a whole tile or block
 SHAPES = {
     "panels": (611, 45, 467),  # A over 1 MiB in f32, B 84 KiB
@@ -50,7 +54,7 @@ def test_in_place_paths_match_numpy(
     path: str, ty: str, tb: str, alpha: float, beta: float, rng
 ) -> None:
     m, n, k = SHAPES[path]
-    compilation = compiled(gemm_text(ty, "n", tb, shapes_of("n", tb, m, n, k)))
+    compilation = compiled(gemm_text(ty, "n", tb, shapes_of("n", tb, m, n, k)), REREADS)
     assert path_of(compilation.tiled(), m) == path
     a, b, c = operands(rng, ty, "n", tb, m, n, k)
     want = expected(a, b, c, "n", tb, alpha, beta)
@@ -75,9 +79,12 @@ def test_beta_zero_never_reads_c(path: str, rng) -> None:
     """The first K block writes C: no pass over C before it, and a C of NaNs does not leak."""
     m, n, k = SHAPES[path]
     a_t, b_t, c_t = (f"memref<f32x{s}>" for s in shapes_of("n", "n", m, n, k))
-    compilation = compiled(f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+    compilation = compiled(
+        f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
-}}""")
+}}""",
+        REREADS,
+    )
     tiled = compilation.tiled()
     assert path_of(tiled, m) == path and "tile.scale" not in tiled
     a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
@@ -131,12 +138,13 @@ def test_k_blocks_tile_model_leaves_out_the_rows_of_dot_products() -> None:
     rows of whole vectors and on AVX2 no mask register is charged: 2 x 6 tiles (12
     accumulators; the model charged a mask and took 1 x 12, which ran 0.84-0.95x)."""
     m, n, k = 49, 512, 4608
-    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), ZEN3).tiled()
+    target = replace(ZEN3, rereads_a_from_l2=True)
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), target).tiled()
     assert path_of(tiled, m) == "kblocks" and "tile.row_dots" in tiled
     assert "tile 16 x 6" in tiled
 
 
-@pytest.mark.parametrize("target", runnable(ZEN3))
+@pytest.mark.parametrize("target", runnable(replace(ZEN3, rereads_a_from_l2=True)))
 def test_k_blocks_with_dot_rows_match_numpy(target, rng) -> None:
     m, n, k = 49, 40, 4608
     a, b, c = operands(rng, "f32", "n", "n", m, n, k)
@@ -145,6 +153,28 @@ def test_k_blocks_with_dot_rows_match_numpy(target, rng) -> None:
     want = expected(a, b, c, "n", "n", 1.5, 0.5)
     compilation["k"](1.5, a, b, 0.5, c, group_size=1)
     check(c, want, "f32", k)
+
+
+@pytest.mark.parametrize(
+    ("shape", "rereads", "path"),
+    [
+        ((196, 1024, 256), True, "direct"),
+        ((196, 1024, 256), False, "blocked"),
+        ((49, 512, 4608), True, "kblocks"),
+        ((49, 512, 4608), False, "blocked"),
+        ((784, 128, 512), False, "panels"),
+    ],
+    ids=str,
+)
+def test_a_within_half_of_l2_is_packed_where_rereading_it_is_slower(
+    shape: tuple[int, int, int], rereads: bool, path: str
+) -> None:
+    """W3's gemms whose A fits half of L2 while A and B do not: Zen 4 rereads such an A where
+    it lies (direct, or K blocks); Zen 3 packs it (196x1024x256 1.22-1.32x, 49x512x4608
+    1.05-1.22x). Row panels, which read A's block from L1, stay."""
+    target = replace(ZEN3, rereads_a_from_l2=rereads)
+    text = gemm_text("f32", "n", "n", shapes_of("n", "n", *shape))
+    assert path_of(compiled(text, target).tiled(), shape[0]) == path
 
 
 @pytest.mark.parametrize(("rate", "tile"), [(12.0, "16 x 6"), (20.0, "16 x 4")])
