@@ -15,3 +15,13 @@ measured peak and nanotc/peer ratios (see DESIGN.md, "Performance methodology", 
 docs/benchmarks.md). Peers other than numpy are optional. Nothing in nanotc imports this
 package.
 """
+
+import os
+
+# A contender's idle threads must not hold the cores the next one runs on. OpenBLAS's workers
+# spin for 2^28 cycles (0.1 s) after each call, so a two-thread nanotc launch that followed
+# numpy's in a round found its second core taken and ran at one thread's speed (Zen 3, W1
+# f32 1024^3: 46 GFLOP/s against 100 when run alone). Set before numpy loads OpenBLAS; the
+# OpenMP of torch and BLIS likewise. nanotc's own workers spin for about 100 us.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2^4 cycles: sleep at once
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
