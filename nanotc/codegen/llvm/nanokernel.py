@@ -287,13 +287,15 @@ class NanokernelEmitter:
             return out
 
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
-            return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False)
+            return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False, aligned=True)
         start: Dim = 0
         if p.b_quads:
             start = _round_down(b, depth, 2 * QUAD_PAIRS)
-            acc = carried_loop(b, 0, start, 2 * QUAD_PAIRS, acc, quad_step, name="k", unroll=False)
+            acc = carried_loop(
+                b, 0, start, 2 * QUAD_PAIRS, acc, quad_step, name="k", unroll=False, aligned=True
+            )
         main = _round_down(b, depth, 2)
-        acc = carried_loop(b, start, main, 2, acc, step, name="k", unroll=False)
+        acc = carried_loop(b, start, main, 2, acc, step, name="k", unroll=False, aligned=True)
         if isinstance(depth, int) and depth % 2 == 0:
             return acc
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
@@ -353,7 +355,7 @@ class NanokernelEmitter:
                 acc = step(add(b, k, u), acc)
             return acc
 
-        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k", unroll=False)
+        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k", unroll=False, aligned=True)
         if whole:  # no remainder loop for LLVM to prove empty
             return acc
         return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
