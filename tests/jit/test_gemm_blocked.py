@@ -20,7 +20,6 @@ import pytest
 
 import nanotc
 from nanotc.codegen import asm
-from nanotc.codegen.llvm.packing import PACK_PREFETCH_COLUMNS
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
 from nanotc.lowering.gemm_blocked import (
@@ -536,20 +535,3 @@ def test_packed_b_panels_narrower_than_vectors_mask_one_store_per_chunk(
     want = expected(a, b, c, "n", "n", 1.5, 0.5)
     compilation["k"](1.5, a, b, 0.5, c, group_size=1)
     check(c, want, ty, k)
-
-
-@pytest.mark.parametrize("target", ["avx2", "avx512"])
-def test_pack_of_columns_prefetches_the_source_ahead(target: str) -> None:
-    """Packing op(A)'s contiguous columns into panels reads one line of a different page
-    per column, which the hardware does not prefetch: each column's loop asks for the line
-    PACK_PREFETCH_COLUMNS columns ahead (SHAPE's A: 611 floats, 2444 bytes, a column)."""
-    m, n, k = SHAPE
-    text = gemm_text("f32", "n", "n", (f"{m}x{k}", f"{k}x{n}", f"{m}x{n}"))
-    packs = [
-        loop
-        for loop in asm.hot_loops(nanotc.compile(text, target).assembly(), "k", "vmovaps")
-        if not loop.count("vfmadd") and loop.count("prefetcht0")
-    ]
-    assert packs, "no pack loop that prefetches"
-    ahead = f"prefetcht0\t{PACK_PREFETCH_COLUMNS * m * 4}("
-    assert any(i.startswith(ahead) for loop in packs for i in loop.instructions)

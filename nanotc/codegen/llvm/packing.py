@@ -29,7 +29,6 @@ from nanotc.codegen.llvm.helpers import (
     load_scalar,
     memref_element,
     mul,
-    prefetch,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, update_output, write_output
 from nanotc.codegen.llvm.types import (
@@ -45,9 +44,6 @@ from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileMin, TilePack, TileScale
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant
-
-# how far ahead (in columns of the source) a pack of columns asks for the source's lines
-PACK_PREFETCH_COLUMNS = 16
 
 
 @emits(TileMin)
@@ -153,17 +149,12 @@ class _PackedBlock:
 
     def copy_columns(self, first_row: ir.Value, valid: ir.Value) -> None:
         """The panel's columns by vectors: unmasked where the panel is whole (more than
-        eight masks of a tall panel, a B panel of kc rows, would not stay in k registers).
-        Each column's segment is a line of a different page, which the hardware does not
-        prefetch: the column PACK_PREFETCH_COLUMNS ahead is asked for (W3's 784x128x1152
-        1.14-1.19x, f64 2048^3 1.09-1.18x, 49x512x2048 1.00-1.03x on Zen 3)."""
+        eight masks of a tall panel, a B panel of kc rows, would not stay in k registers)."""
         b = self.b
 
         def columns(rows: ir.Value | None) -> None:
             with for_range(b, 0, self.cols, name="k", vectorize=False) as k:
                 src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
-                ahead = b.add(k, const(PACK_PREFETCH_COLUMNS))
-                prefetch(b, self.source_column(first_row, ahead))
                 self.copy_vectors(src, dst, rows)
 
         whole = b.icmp_signed(">=", valid, const(self.panel))
