@@ -244,9 +244,9 @@ class _PackedBlock:
 
         The segments are stored in address order, each a whole vector: a panel narrower
         than its vectors (nr 6 of 8 f32 lanes) spills into the next segment, which is stored
-        after it. Only the chunk's last segment is masked, its next one not yet in order.
-        With every segment of a 6-row f32 panel masked, the pack's vmaskmovps stores took
-        6.5% of f32 1024^3 with B packed on Zen 3; in order, that gemm ran 1.04-1.09x faster."""
+        after it. Only the chunk's last segment is masked, its next one not yet in order:
+        with every segment of a 6-row f32 panel masked, the pack's vmaskmovps stores took
+        6.5% of the time samples of f32 1024^3 with B packed on Zen 3."""
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
         main = b.mul(div(b, as_value(b, self.cols), lanes), const(lanes))
         groups = range(0, self.panel, lanes)
