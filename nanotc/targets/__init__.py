@@ -178,9 +178,10 @@ def host() -> Target:
 # (docs/benchmarks.md). Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with
 # 2 x 6 f32 tiles (64 bytes of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on
 # 48x512x4608 and 49x512x4608, which is about 12 bytes a cycle; and A packed ran faster than
-# A reread where it lies wherever A and B overflow half of L2 (W3's 196x1024x256 1.28-1.32x,
-# 49x2048x512 1.08-1.09x, 49x512x4608 1.03-1.09x; reread, 196x1024x512 ran 0.72-0.77x and
-# 196x256x1024 0.67-0.70x), where on Zen 4 rereading won (1.18x and 1.5x).
+# A reread where it lies wherever A and B overflow half of L2 (with the K loops aligned:
+# W3's 196x1024x256 1.02-1.09x, 49x2048x512 1.02-1.08x, 49x512x4608 1.3-1.5x, W1 f32 256^3
+# 1.37-1.49x; reread, 196x1024x512 ran 0.72-0.77x and 196x256x1024 0.67-0.70x), where on
+# Zen 4 rereading won (1.18x and 1.5x).
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,

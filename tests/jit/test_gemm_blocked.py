@@ -143,7 +143,7 @@ def test_run_time_path_packs_an_a_within_half_of_l2_where_rereading_is_slower(
 ) -> None:
     """A dynamic gemm decides at run time: 256^3 f32 (A 256 KiB, half of Zen 3's L2; A and
     B beyond it) takes the direct path where A is reread in place, the blocked one on Zen
-    3, which packs it (W1 256^3 1.64-1.71x)."""
+    3, which packs it (W1 256^3 1.37-1.49x)."""
     target = replace(ZEN3, rereads_a_from_l2=rereads)
     arrays = [np.empty((256, 256), np.float32, order="F") for _ in range(3)]
     func = nanotc.load(gemm_text("f32", "n", "n", ("?x?",) * 3)).function("k")

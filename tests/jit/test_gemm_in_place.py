@@ -170,8 +170,8 @@ def test_a_within_half_of_l2_is_packed_where_rereading_it_is_slower(
     shape: tuple[int, int, int], rereads: bool, path: str
 ) -> None:
     """W3's gemms whose A fits half of L2 while A and B do not: Zen 4 rereads such an A where
-    it lies (direct, or K blocks); Zen 3 packs it (196x1024x256 1.22-1.32x, 49x512x4608
-    1.05-1.22x). Row panels, which read A's block from L1, stay."""
+    it lies (direct, or K blocks); Zen 3 packs it (196x1024x256 1.02-1.09x, 49x512x4608
+    1.3-1.5x). Row panels, which read A's block from L1, stay."""
     target = replace(ZEN3, rereads_a_from_l2=rereads)
     text = gemm_text("f32", "n", "n", shapes_of("n", "n", *shape))
     assert path_of(compiled(text, target).tiled(), shape[0]) == path
