@@ -84,7 +84,7 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     if inst.pairs:
         _pack_pairs(x, panels)
         return
-    with for_range(b, 0, panels, name="panel", vectorize=False) as q:
+    with for_range(b, 0, panels, name="panel", vectorize=False, unroll=False) as q:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
         if x.row_stride == 1:
@@ -153,7 +153,7 @@ class _PackedBlock:
         b = self.b
 
         def columns(rows: ir.Value | None) -> None:
-            with for_range(b, 0, self.cols, name="k", vectorize=False) as k:
+            with for_range(b, 0, self.cols, name="k", vectorize=False, unroll=False) as k:
                 src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
                 self.copy_vectors(src, dst, rows)
 
