@@ -28,7 +28,13 @@ from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, literal_in
 from nanotc.lowering.prefetch import left_to_hardware
-from nanotc.lowering.register_tile import FMA_LATENCY, FMA_PORTS, RegisterTile, target_overhead
+from nanotc.lowering.register_tile import (
+    FMA_LATENCY,
+    FMA_PORTS,
+    RegisterTile,
+    holds_b_columns,
+    target_overhead,
+)
 from nanotc.targets import Target
 
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
@@ -94,6 +100,7 @@ class GemmNanokernel:
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
     narrow_compute: bool = False  # a narrowed last vector computes at its own width too
     column_group: int = 0  # A resident: the columns go this many at a time (0: all at once)
+    b_columns_held: bool = False  # a k step holds B's broadcasts, A one vector at a time
 
     def compute_lanes(self, vector: int) -> int:
         """Lanes one vector of a tile column computes in: a narrowed last vector computes at
@@ -235,23 +242,26 @@ class GemmNanokernel:
         lines = [f"  for k ({unroll}):"]
         if self.prefetches_a:
             lines.append(f"    prefetch A[row:row+{mv * L}, k+{self.a_prefetch_steps}]")
+        if self.b_columns_held:
+            lines.extend(f"    b{j} = vbroadcast B[k, col+{j}]" for j in range(nr))
+            for v in range(mv):
+                lines.append(self._a_load_line(v))
+                lines.extend(f"    acc{v}_{j} = vfma a{v}, b{j}, acc{v}_{j}" for j in range(nr))
+            return lines
         if not resident:
-            lines.extend(self._a_loads_listing())
+            lines.extend(self._a_load_line(v) for v in range(mv))
         a = "[k]" if resident else ""
         for j in range(nr):
             lines.append(f"    b = vbroadcast B[k, col+{j}]")
             lines.extend(f"    acc{v}_{j} = vfma a{v}{a}, b, acc{v}_{j}" for v in range(mv))
         return lines
 
-    def _a_loads_listing(self) -> list[str]:
-        lines = []
-        for v in range(self.vectors):
-            lanes, width = self.active_lanes(v), self.vector_lanes(v)
-            mask = "" if lanes == width else f".mask({'rows' if lanes is None else lanes})"
-            op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
-            first = v * self.lanes
-            lines.append(f"    a{v} = {op}{mask} A[row+{first}:row+{first + width}, k]")
-        return lines
+    def _a_load_line(self, v: int) -> str:
+        lanes, width = self.active_lanes(v), self.vector_lanes(v)
+        mask = "" if lanes == width else f".mask({'rows' if lanes is None else lanes})"
+        op = "vload" if self.a_access is Access.CONTIGUOUS else "vgather"
+        first = v * self.lanes
+        return f"    a{v} = {op}{mask} A[row+{first}:row+{first + width}, k]"
 
     def _dot_listing(self) -> list[str]:
         """Pairs along K: A's columns k and k+1 interleaved (VNNI), B's pair broadcast."""
@@ -395,6 +405,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         column_group=resident_a_group(
             inst, target, k, plain and not dot and vectors == 1 and unroll is None
         ),
+        b_columns_held=not dot and holds_b_columns(target, vectors, inst.nr),
     )
 
 

@@ -330,6 +330,19 @@ def test_avx2_masks_of_run_time_rows_take_one_register_each(kernel: str, dt: str
     assert all(loop.count("vpcmp") == 0 for loop in loops)
 
 
+def test_avx2_tiles_holding_b_columns_keep_the_registers_of_libxsmms() -> None:
+    """W2's f32 56x9x9 on AVX2 takes 4 x 3 tiles that hold B's three broadcasts and load A
+    a vector at a time (`register_tile.holds_b_columns`): per k step, 3 broadcasts, 4 loads
+    of A and 12 FMAs on ymm registers, nothing spilled, as in libxsmm's AVX2 kernel."""
+    text = batched_gemm("f32", 56, 9, 9)
+    assert "tile 32 x 3" in nanotc.compile(text, target="avx2").tiled()
+    loops = [loop for loop in check_hot_loops(text, "avx2") if loop.count("vfmadd") == 12]
+    assert loops
+    for loop in loops:
+        assert loop.count("vbroadcastss") == 3
+        assert loop.count("vmovups") == 4
+
+
 def tiled_of(text: str) -> str:
     return nanotc.compile(text, target="avx512").tiled()
 

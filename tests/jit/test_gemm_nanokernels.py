@@ -19,10 +19,12 @@ import pytest
 import nanotc
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType, numpy_dtype
-from nanotc.lowering.register_tile import choose, small_gemm
+from nanotc.lowering.choices import CompileOptions, GemmChoice
+from nanotc.lowering.register_tile import RegisterTile, choose, fits, holds_b_columns, small_gemm
 from nanotc.targets import Target, get
+from nanotc.tuning.tuner import gemm_sites
 
-from .blas_cases import Case, run_case
+from .blas_cases import Case, expected, run_case
 from .helpers import (
     SHAPES,
     SPLIT_FMA,
@@ -34,6 +36,7 @@ from .helpers import (
     fill_garbage,
     needs_host,
     random_array,
+    runs_here,
 )
 
 TRANSPOSES = list(itertools.product("nt", repeat=2))
@@ -687,3 +690,59 @@ def test_tile_model_splits_small_gemms_into_equal_column_tiles() -> None:
     assert choose(avx512, f32, 35, 9, 35).nr == 9  # one tile of all 9 columns
     # beyond a quarter of L1 the larger tile keeps the tie (W3 and W1 unchanged)
     assert choose(avx512, f32, 784, 64, 128).nr not in (4, 8, 16, 32)
+
+
+def test_tile_model_holds_b_columns_of_tall_narrow_avx2_tiles() -> None:
+    """Where FMAs take no broadcast from memory (AVX2), a tile with fewer columns than
+    vectors holds its broadcasts of B and one vector of A: libxsmm's 4 x 3 f32 tile (12
+    accumulators, 3 broadcasts, 1 vector) fits AVX2's 16 registers and is W2's f32 56x9x9
+    choice. On AVX-512 the broadcasts come from memory inside the FMAs: A's vectors stay."""
+    avx2, avx512, f32 = get("avx2"), get("avx512"), ScalarType.F32
+    assert holds_b_columns(avx2, 4, 3) and not holds_b_columns(avx2, 3, 3)
+    assert not holds_b_columns(avx512, 4, 3)
+    assert fits(RegisterTile(4, 3, 8), avx2, m=56)
+    assert not fits(RegisterTile(5, 3, 8), avx2, m=56)  # 15 + 3 + 1
+    assert (choose(avx2, f32, 56, 9, 9).mv, choose(avx2, f32, 56, 9, 9).nr) == (4, 3)
+
+
+# (types, transposes, static m x n x k or None for run-time sizes, tile, alpha and beta:
+# literals, or None for launch arguments, which take two registers): whole vectors (the
+# accumulators start as C's tile), a masked last vector and a narrower column tile, B read
+# across its rows, run-time rows (AVX2's sign masks beside the held broadcasts), f64, f32
+# inputs into an f64 C
+HELD_B_COLUMNS = [
+    (("f32",) * 3, ("n", "n"), (56, 9, 9), (4, 3), 1.0),
+    (("f32",) * 3, ("n", "t"), (37, 5, 20), (4, 2), 1.0),
+    (("f32",) * 3, ("n", "n"), (37, 5, 20), (3, 2), None),
+    (("f32",) * 3, ("n", "n"), None, (3, 2), None),
+    (("f64",) * 3, ("n", "t"), (30, 7, 17), (5, 2), None),
+    (("f32", "f32", "f64"), ("n", "n"), (32, 4, 9), (4, 3), 0.0),
+]
+
+
+@pytest.mark.skipif(not runs_here("avx2"), reason="this host cannot run avx2 code")
+@pytest.mark.parametrize(("types", "trans", "shape", "tile", "beta"), HELD_B_COLUMNS, ids=param_id)
+def test_tiles_holding_b_columns(types: tuple[str, str, str], trans: tuple[str, str],
+                                 shape: tuple[int, int, int] | None, tile: tuple[int, int],
+                                 beta: float | None, rng) -> None:  # fmt: skip
+    """AVX2 tiles holding B's broadcasts (`holds_b_columns`) list that order and compute
+    alpha A B + beta C around the tile's edges (alpha 1 with a literal beta, else every
+    alpha/beta form)."""
+    avx2 = get("avx2")
+    layouts = ("packed",) * 3 if shape else ("dynamic",) * 3
+    alpha = None if beta is None else 1.0
+    case = Case("gemm", trans, types, types[2], layouts, alpha, beta, static_shape=shape)
+    text = case.text()
+    sites = gemm_sites(nanotc.load(text).function("k"), avx2)
+    options = CompileOptions.of({site.key: GemmChoice(tile) for site in sites})
+    compilation = nanotc.compile(text, target=avx2, options=options, cache=False)
+    listing = compilation.nanokernels()
+    assert f"b{tile[1] - 1} = vbroadcast" in listing and f"a{tile[0] - 1} = v" in listing
+    forms = [(1.0, beta)] if beta is not None else [(1.0, 0.0), (1.0, 1.0), (-0.75, 1.5)]
+    for mnk in [shape] if shape else [(1, 1, 3), (13, 6, 5), (29, 11, 40)]:
+        for alpha_value, beta_value in forms:
+            args, views = case.arguments(mnk, alpha_value, beta_value, rng)
+            before = [v.copy() for v in views]
+            compilation["k"](*args, group_size=1, num_threads=1)
+            want = expected(case, before, alpha_value, beta_value)
+            assert_match(views[-1], np.asarray(want).astype(views[-1].dtype), 4 * mnk[2])

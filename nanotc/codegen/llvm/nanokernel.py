@@ -225,24 +225,37 @@ class NanokernelEmitter:
                 self._prefetch_a(a, a_base, a_k_stride, k)
             for share in shares:
                 share.prefetch(b, k)
+
+            def load_a(v: int) -> ir.Value:
+                return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
+
+            def broadcast(j: int) -> ir.Value:
+                at = element_ptr(b, b_bases[j], bm.type.element, mul(b, k, b_k_stride))
+                scalar = load_scalar(b, at, bm.type.element)
+                return self._broadcast(convert(b, scalar, bm.type.element, p.compute))
+
+            out = list(acc)
+
+            def fma(v: int, j: int, av: ir.Value, bj: ir.Value) -> None:
+                index = j * p.vectors + v
+                out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
+
+            if p.b_columns_held:  # the IR's order is the registers': LLVM keeps it
+                columns = [broadcast(j) for j in range(p.columns)]
+                for v in range(p.vectors):
+                    av = load_a(v)
+                    for j, bj in enumerate(columns):
+                        fma(v, j, av, bj)
+                return out
             a_vectors = (
                 resident[k]  # type: ignore[index] - resident only with K unrolled
                 if resident is not None
-                else [
-                    self._load_a(a, a_base, a_pointers, a_k_stride, k, v) for v in range(p.vectors)
-                ]
+                else [load_a(v) for v in range(p.vectors)]
             )
-            out = list(acc)
-            for j, base in enumerate(b_bases):
-                scalar = load_scalar(
-                    b,
-                    element_ptr(b, base, bm.type.element, mul(b, k, b_k_stride)),
-                    bm.type.element,
-                )
-                bj = self._broadcast(convert(b, scalar, bm.type.element, p.compute))
+            for j in range(p.columns):
+                bj = broadcast(j)
                 for v, av in enumerate(a_vectors):
-                    index = j * p.vectors + v
-                    out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
+                    fma(v, j, av, bj)
             return out
 
         if p.k_unroll is None:
