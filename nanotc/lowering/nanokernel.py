@@ -39,7 +39,6 @@ from nanotc.targets import Target
 
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
 SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
-K_UNROLL = 1
 # k steps ahead: about L2's latency over one step of a full tile (W3 1.02x, W1 f64 1.05x;
 # 2 and 8 measured the same on Zen 4)
 A_PREFETCH_STEPS = 4
@@ -306,13 +305,17 @@ def row_stride_is_unit(a: MemRefType, trans: Transpose) -> bool:
 
 
 def k_unroll(
-    inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int | None, static_rows: bool
+    inst: TileGemm | TileBatchGemm,
+    a_type: MemRefType,
+    k: int | None,
+    static_rows: bool,
+    target: Target,
 ) -> int | None:
     """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
     when this tile is all of C (no neighbouring tile whose straight-line code LLVM could
-    interleave with it); K_UNROLL when all addressing is static; else 1: with run-time
-    strides or masks, an unrolled body makes LLVM's scheduler load ahead and spill (seen on
-    AVX-512: over 100 zmm spills per iteration at unroll 4)."""
+    interleave with it); the target's `k_unroll` when all addressing is static; else 1:
+    with run-time strides or masks, an unrolled body makes LLVM's scheduler load ahead and
+    spill (seen on AVX-512: over 100 zmm spills per iteration at unroll 4)."""
     batched = isinstance(inst, TileBatchGemm)
     if (
         k is not None
@@ -322,7 +325,7 @@ def k_unroll(
         return None
     b_type = (inst.panels()[1] if batched else inst.b).type
     static = DYNAMIC not in a_type.stride and DYNAMIC not in b_type.stride and static_rows
-    return K_UNROLL if static else 1
+    return target.k_unroll if static else 1
 
 
 def covers_c(inst: TileGemm) -> bool:
@@ -368,7 +371,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     vectors = 1 if lanes < full else inst.mr // lanes
     a_access = Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED
     c_access = Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED
-    unroll = k_unroll(inst, a_type, k, rows is not None)
+    unroll = k_unroll(inst, a_type, k, rows is not None, target)
     plain = not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     # the dot path always loops over K pairs
     narrow_compute = target.narrow_fma_pays

@@ -63,6 +63,9 @@ class Target:
     # the direct path and its K blocks reread an A that fits half of L2 where it lies, for
     # every column of tiles, rather than pack it (measured per CPU: `gemm_blocked.needs_blocking`)
     rereads_a_from_l2: bool = True
+    # k steps in one iteration of a K loop whose addressing is all static (measured per CPU:
+    # `lowering.nanokernel.k_unroll`)
+    k_unroll: int = 1
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -181,7 +184,10 @@ def host() -> Target:
 # A reread where it lies wherever A and B overflow half of L2 (with the K loops aligned:
 # W3's 196x1024x256 1.02-1.09x, 49x2048x512 1.02-1.08x, 49x512x4608 1.3-1.5x, W1 f32 256^3
 # 1.37-1.49x; reread, 196x1024x512 ran 0.72-0.77x and 196x256x1024 0.67-0.70x), where on
-# Zen 4 rereading won (1.18x and 1.5x).
+# Zen 4 rereading won (1.18x and 1.5x). Zen 3's short static K loops ran faster two k steps
+# an iteration than one (paired, one process: W2 in L2 f32 32^3 1.13x, 64x64x256 1.06x,
+# 56x9x9 1.02x, f64 16^3, 35x9x35 and 64^3 1.02x, none below 0.99x; W3's 3136x64x64,
+# 196x256x2304 and 49x2048x512 1.04-1.05x, 12544x64x147 1.03x, 784x128x1152 1.02x).
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
@@ -189,7 +195,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "memory_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
     },
-    ("znver3", 256): {"l2_bytes_per_cycle": 12.0, "rereads_a_from_l2": False},
+    ("znver3", 256): {"l2_bytes_per_cycle": 12.0, "rereads_a_from_l2": False, "k_unroll": 2},
 }
 
 

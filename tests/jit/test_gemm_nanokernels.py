@@ -29,6 +29,7 @@ from .helpers import (
     SHAPES,
     SPLIT_FMA,
     TARGETS,
+    ZEN3,
     ZEN4,
     assert_match,
     check,
@@ -36,6 +37,7 @@ from .helpers import (
     fill_garbage,
     needs_host,
     random_array,
+    runnable,
     runs_here,
 )
 
@@ -75,6 +77,19 @@ def test_static_shapes_around_the_register_tile(ty: str, target: str, rng) -> No
             "gemm", trans, (ty,) * 3, ty, ("packed",) * 3, alpha=alpha, beta=beta, static_shape=mnk
         )
         assert is_lowered_to_tiles(case.text(), target)
+        run_case(case, target, rng, [mnk])
+
+
+@pytest.mark.parametrize("target", runnable(ZEN3))
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_k_loops_of_two_steps(ty: str, target: Target, rng) -> None:
+    """Zen 3 takes two k steps per iteration of a K loop over static addresses
+    (`Target.k_unroll`): even and odd K (a last step after the loop), tile edges around."""
+    assert target.k_unroll == 2
+    shapes = [(37, 7, 18), (32, 9, 17), (9, 13, 33), (56, 9, 9)]
+    for i, mnk in enumerate(shapes):
+        case = static_gemm(ty, i, mnk)
+        assert "unroll 2" in nanotc.compile(case.text(), target=target).nanokernels()
         run_case(case, target, rng, [mnk])
 
 
