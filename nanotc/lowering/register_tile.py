@@ -244,7 +244,10 @@ def ranked(
     64 x 2 ran 0.98x of 16 x 14). Equal column tiles leave no narrow remainder kernel, which
     on a small gemm's short K loop runs its few accumulators at the FMA latency bound: W2's
     cache-resident 32^3 (f32 32 x 8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against
-    16 x 12 + 16 x 4) ran 1.05-1.1x faster."""
+    16 x 12 + 16 x 4) ran 1.05-1.1x faster. Not for a tile whose accumulators only just
+    cover that bound (FMA_PORTS * FMA_LATENCY chains), which the estimate counts as busy but
+    which leaves no slack: on AVX2, 16^3's 2 x 4 tiles ran slower than 2 x 6 + 2 x 4 (Zen 3,
+    paired in one process: f32 1.12x faster in L2, 1.02x from memory; f64 1.03x and 1.06x)."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved, whole_rows)
     small = small_gemm(target, element, m, n, k)
@@ -253,7 +256,7 @@ def ranked(
 
     def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= tall_columns
-        even = small and n is not None and _splits_evenly(n, t.nr)
+        even = small and n is not None and _splits_evenly(n, t.nr) and _beyond_latency(t)
         a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
         return estimate(t, m, n, k, a_cycles), not as_tall, not even, -t.mv * t.nr
 
@@ -292,6 +295,11 @@ def _operands_within(
     if m is None or n is None or k is None:
         return False
     return (m * k + k * n + m * n) * element.size <= budget
+
+
+def _beyond_latency(tile: RegisterTile) -> bool:
+    """More accumulators than the FMA units need chains to hide their latency."""
+    return tile.mv * tile.nr > FMA_PORTS * FMA_LATENCY
 
 
 def _splits_evenly(n: int, nr: int) -> bool:

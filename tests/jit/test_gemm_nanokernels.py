@@ -703,6 +703,12 @@ def test_tile_model_splits_small_gemms_into_equal_column_tiles() -> None:
         tile = choose(avx512, element, m, m, m)
         assert tile.mr >= m and m % tile.nr == 0 and tile.nr >= 4, (element, tile)
     assert choose(avx512, f32, 35, 9, 35).nr == 9  # one tile of all 9 columns
+    # not a tile that just covers the FMA latency bound (2 ports x 4 cycles): AVX2's 16^3
+    # takes 2 x 6 + 2 x 4, not 2 x 4 four times
+    avx2 = get("avx2")
+    for element in (f32, f64):
+        tile = choose(avx2, element, 16, 16, 16)
+        assert (tile.mv, tile.nr) == (2, 6), element
     # beyond a quarter of L1 the larger tile keeps the tie (W3 and W1 unchanged)
     assert choose(avx512, f32, 784, 64, 128).nr not in (4, 8, 16, 32)
 
