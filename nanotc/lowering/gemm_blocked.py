@@ -38,7 +38,7 @@ from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileScale
-from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import (
     BLOCKED,
@@ -167,7 +167,10 @@ def needs_blocking(
     from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
     196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct on Zen 4, 196x256x1024 1.07x
     slower), on targets that do (`Target.rereads_a_from_l2`). A gathered A (rows not
-    contiguous) rereads slowly: then always pack."""
+    contiguous) rereads slowly: then always pack, as where A's rows would be masked lane by
+    lane (`masks_lane_by_lane`)."""
+    if masks_lane_by_lane(g, target):
+        return True
     m, n, k = extents or extent_values(b, g)
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
@@ -184,6 +187,16 @@ def needs_blocking(
     many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
     rereads_b = _logical(b, BinaryOp.AND, panel_overflows, many_rows)
     return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, a_overflows, rereads_b))
+
+
+def masks_lane_by_lane(g: Gemm, target: Target) -> bool:
+    """Whether the direct path's tiles would load A's 16-bit elements (bf16, f16) under a
+    run-time row mask on a target without k registers: AVX2 has no 16-bit masked load, so
+    LLVM loads each lane behind a branch of its own, at every k step. The packs widen A to
+    C's type in panels of whole rows, which take no mask: on a Zen 3, gemms of run-time
+    sizes on bf16 ran 1.9-2.8x faster packed (64x256x128, 100x256x128, 37x128x64,
+    200x256x64) and 1.02-1.06x where the launch dominates (1x64x64 to 17x32x40)."""
+    return not target.masked_memory and g.a.type.element.size == 2 and g.c.type.shape[0] == DYNAMIC
 
 
 def _greater(b: Builder, x: Index, limit: int) -> bool | Value:

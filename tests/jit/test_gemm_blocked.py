@@ -34,6 +34,7 @@ from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, r
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
 
+from .blas_cases import Case, run_case
 from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable
 
 # M, N, K: A and B are each over 1 MiB in f32 (a B within half of L2 would take the row-panel
@@ -535,3 +536,25 @@ def test_packed_b_panels_narrower_than_vectors_mask_one_store_per_chunk(
     want = expected(a, b, c, "n", "n", 1.5, 0.5)
     compilation["k"](1.5, a, b, 0.5, c, group_size=1)
     check(c, want, ty, k)
+
+
+@pytest.mark.parametrize("element", ["bf16", "f16"])
+def test_16_bit_a_of_run_time_rows_is_packed_without_k_masks(element: str) -> None:
+    """On AVX2 the direct path would load A's 16-bit elements under a run-time row mask lane
+    by lane, a branch per lane at every k step (`masks_lane_by_lane`): such gemms always
+    pack, where AVX-512's k masks keep the run-time choice of the direct path."""
+    case = Case("gemm", ("n", "n"), (element, element, "f32"), "f32", ("dynamic",) * 3)
+    avx2 = nanotc.compile(case.text(), target="avx2", cache=False)
+    assert "tile.pack.n %a" in avx2.tiled() and " %a, " not in avx2.tiled()
+    fma_loops = asm.hot_loops(avx2.assembly(), "k")
+    assert fma_loops and all(loop.count("vpinsrw") == 0 for loop in fma_loops)
+    avx512 = nanotc.compile(case.text(), target="avx512", cache=False)
+    assert " %a, " in avx512.tiled()  # the direct path's tiles on A itself
+
+
+@pytest.mark.parametrize("target", ["avx2", "host"])
+@pytest.mark.parametrize("element", ["bf16", "f16"])
+def test_16_bit_a_of_run_time_rows_results(element: str, target: str, rng) -> None:
+    """Those gemms packed: rows around the vectors and panels, every alpha/beta form."""
+    case = Case("gemm", ("n", "n"), (element, element, "f32"), "f32", ("dynamic",) * 3)
+    run_case(case, target, rng, [(1, 3, 5), (7, 9, 16), (16, 6, 33), (37, 13, 70)])
