@@ -226,7 +226,9 @@ class NanokernelEmitter:
             for share in shares:
                 share.prefetch(b, k)
 
-            def load_a(v: int) -> ir.Value:
+            def a_vector(v: int) -> ir.Value:
+                if resident is not None:  # resident only with K unrolled
+                    return resident[k][v]  # type: ignore[index]
                 return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
 
             def broadcast(j: int) -> ir.Value:
@@ -234,29 +236,7 @@ class NanokernelEmitter:
                 scalar = load_scalar(b, at, bm.type.element)
                 return self._broadcast(convert(b, scalar, bm.type.element, p.compute))
 
-            out = list(acc)
-
-            def fma(v: int, j: int, av: ir.Value, bj: ir.Value) -> None:
-                index = j * p.vectors + v
-                out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
-
-            if p.b_columns_held:  # the IR's order is the registers': LLVM keeps it
-                columns = [broadcast(j) for j in range(p.columns)]
-                for v in range(p.vectors):
-                    av = load_a(v)
-                    for j, bj in enumerate(columns):
-                        fma(v, j, av, bj)
-                return out
-            a_vectors = (
-                resident[k]  # type: ignore[index] - resident only with K unrolled
-                if resident is not None
-                else [load_a(v) for v in range(p.vectors)]
-            )
-            for j in range(p.columns):
-                bj = broadcast(j)
-                for v, av in enumerate(a_vectors):
-                    fma(v, j, av, bj)
-            return out
+            return self._fmas(acc, a_vector, broadcast)
 
         if p.k_unroll is None:
             assert isinstance(depth, int)
@@ -264,6 +244,32 @@ class NanokernelEmitter:
                 acc = step(k, acc)
             return acc
         return self._unrolled_loop(depth, acc, step)
+
+    def _fmas(self, acc: Accumulators, a_vector: Callable[[int], ir.Value],
+              broadcast: Callable[[int], ir.Value]) -> Accumulators:  # fmt: skip
+        """One k step's FMAs, its operands made in the order the tile holds them in registers
+        (LLVM keeps that order): A's vectors, then B's broadcasts one at a time, or where the
+        tile holds B's columns (`b_columns_held`), the broadcasts, then A's vectors one at a
+        time."""
+        b, p, out = self.b, self.p, list(acc)
+
+        def fma(v: int, j: int, av: ir.Value, bj: ir.Value) -> None:
+            index = j * p.vectors + v
+            out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
+
+        if p.b_columns_held:
+            columns = [broadcast(j) for j in range(p.columns)]
+            for v in range(p.vectors):
+                av = a_vector(v)
+                for j, bj in enumerate(columns):
+                    fma(v, j, av, bj)
+            return out
+        a_vectors = [a_vector(v) for v in range(p.vectors)]
+        for j in range(p.columns):
+            bj = broadcast(j)
+            for v, av in enumerate(a_vectors):
+                fma(v, j, av, bj)
+        return out
 
     def _accumulate_pairs(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
         """K in pairs through vdpbf16ps: lane r of a[v] holds (A[r, k], A[r, k+1]) (two columns
