@@ -7,9 +7,8 @@ one vector of A: `holds_b_columns`), the broadcasts of a run-time alpha and beta
 compiler hoists them out of the K loop, so they stay live in it), and what the target needs
 on top (a lane mask without k registers, a product temporary without FMA) must fit the
 vector register file with nothing spilled (section 3.1 of the nanokernel paper). Among the
-tiles that fit, the
-model picks the one with the fewest estimated cycles for the whole C, counting per k step of
-each tile
+tiles that fit, the model picks the one with the fewest estimated cycles for the whole C,
+counting per k step of each tile
 
     max(FMAs / FMA ports, FMA latency, loads / load ports, bytes of A / L2 bandwidth)
 
