@@ -150,7 +150,7 @@ class NanokernelEmitter:
             ]
             return column * p.columns
         tile = [
-            self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size)
+            self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size, self.masks[v])
             for j in range(p.columns)
             for v in range(p.vectors)
         ]
@@ -464,10 +464,34 @@ class NanokernelEmitter:
             self._store_tile(scaled, c, p.beta)
 
     def _store_tile(self, values: Accumulators, c: MemrefValue, beta: Beta) -> None:
-        """C := values (+ beta C). Every load of C comes before the first store: a masked
-        store covers a whole vector's bytes, so a later load of the next column overlapping
-        them (a column shorter than the vector) could not be forwarded and would wait for the
-        store to reach the cache, once per column."""
+        """C := values (+ beta C), without masks where a run-time number of rows fills the
+        tile and the target's masked stores are not k-register ones: Zen 3 takes about 20
+        cycles per `vmaskmovps` store, and a generic target stores lane by lane."""
+        whole = self._whole_tile()
+        if whole is None:
+            self._store_masked(values, c, beta, self.masks)
+            return
+        unmasked = [None if _runtime(mask) else mask for mask in self.masks]
+        with self.b.if_else(whole) as (filled, partial):
+            with filled:
+                self._store_masked(values, c, beta, unmasked)
+            with partial:
+                self._store_masked(values, c, beta, self.masks)
+
+    def _whole_tile(self) -> ir.Value | None:
+        """Whether the run-time number of rows fills the tile (None: no run-time mask, or
+        masks in k registers, whose stores cost what plain ones do)."""
+        if self.e.state.target.masked_memory or not any(_runtime(m) for m in self.masks):
+            return None
+        rows = self.e.index_value(self.inst.rows)
+        filled = ir.Constant(rows.type, sum(map(self.p.vector_lanes, range(self.p.vectors))))
+        return self.b.icmp_signed(">=", rows, filled)
+
+    def _store_masked(self, values: Accumulators, c: MemrefValue, beta: Beta, masks: Masks) -> None:
+        """C := values (+ beta C) under `masks`. Every load of C comes before the first
+        store: a masked store covers a whole vector's bytes, so a later load of the next
+        column overlapping them (a column shorter than the vector) could not be forwarded and
+        would wait for the store to reach the cache, once per column."""
         p, b = self.p, self.b
         element = c.type.element
         beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
@@ -480,14 +504,14 @@ class NanokernelEmitter:
                 if p.c_access is Access.STRIDED:
                     pointers = vec.lane_pointers(b, ptr, memory_type(element), c.stride[0], p.lanes)
                 if beta is not Beta.ZERO:
-                    old = self._load_c(v, ptr, pointers, element.size)
+                    old = self._load_c(v, ptr, pointers, element.size, masks[v])
                     value = (
                         b.fadd(value, old)
                         if beta_vector is None
                         else vec.fma(b, self._lanes_of(beta_vector, v), old, value, p.fused)
                     )
                 value = vec.low_lanes(b, value, p.vector_lanes(v))
-                stores.append((value, ptr, pointers, self.masks[v]))
+                stores.append((value, ptr, pointers, masks[v]))
         for value, ptr, pointers, mask in stores:
             if pointers is None:
                 vec.store(b, value, ptr, mask, element.size)
@@ -502,9 +526,10 @@ class NanokernelEmitter:
         beta = self.inst.beta
         return convert(self.b, self.e.value(beta), beta.type, self.p.compute)
 
-    def _load_c(self, v: int, ptr: ir.Value, pointers: ir.Value | None, align: int) -> ir.Value:
+    def _load_c(self, v: int, ptr: ir.Value, pointers: ir.Value | None, align: int,
+                mask: ir.Value | None) -> ir.Value:  # fmt: skip
         """Vector v of a column of C, zero-extended to the width it computes in."""
-        t, mask = self.narrow[v], self.masks[v]
+        t = self.narrow[v]
         if pointers is None:
             loaded = vec.load(self.b, t, ptr, mask, align)
         else:
@@ -542,6 +567,10 @@ class NanokernelEmitter:
             row = mul(b, add(b, self.row, i), c.stride[0])
             column = mul(b, add(b, self.col, j), c.stride[1])
             write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
+
+
+def _runtime(mask: ir.Value | None) -> bool:
+    return mask is not None and not isinstance(mask, ir.Constant)
 
 
 def _a_covers_tile(inst: TileGemm | TileBatchGemm, p: GemmNanokernel) -> bool:
