@@ -50,10 +50,14 @@ from nanotc.lowering.choices import (
 )
 from nanotc.lowering.gemm_pairs import b_columns, dot_pairs, pair_panel
 from nanotc.lowering.gemm_tiles import (
+    ColumnHook,
     Index,
+    dot_rows,
     epilogue_registers,
     extent_values,
     gemm_extents,
+    row_dots_after,
+    stored,
     tile_block,
 )
 from nanotc.lowering.nanokernel import row_stride_is_unit
@@ -229,12 +233,16 @@ def tile_gemm_blocked(
     )
     b = Builder(Region())
     extent_m, extent_n, extent_k = extent_values(b, g)
+    dots = 0 if pairs else dot_rows(g, target)
+    tiled_m = extent_m - dots if isinstance(extent_m, int) else extent_m
     # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
     # first K block to write C
     if not first_block_writes_c(g):
         b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
     kc = blocks.kc + blocks.kc % 2  # room for an odd block's zero-padded last pair
-    a_pack = b.alloca(MemRefType.packed(packed, [_capacity(m, blocks.mc, tile.mr) * kc]))
+    a_rows = _capacity(None if m is None else m - dots, blocks.mc, tile.mr)
+    a_pack = b.alloca(MemRefType.packed(packed, [a_rows * kc]))
+    dot_pack = b.alloca(MemRefType.packed(packed, [dots * blocks.kc])) if dots else None
     b_pack = None
     if not b_in_place:
         b_pack = b.alloca(MemRefType.packed(packed, [kc * _capacity(n, blocks.nc, tile.nr)]))
@@ -245,14 +253,43 @@ def tile_gemm_blocked(
             beta = block_beta(middle, g, pc, extent_k, blocks.kc)
             if b_pack is not None:
                 _pack_b(middle, g, b_pack, (pc, jc, kb, nb), kc if pairs else None, tile.nr)
-            with middle.for_(0, extent_m, blocks.mc) as (inner, ic):
-                mb = block_extent(inner, extent_m, ic, blocks.mc)
+            dot_hook = None
+            if dot_pack is not None:
+                dot_hook = _row_dots(middle, g, dot_pack, (jc, pc, kb, nb), beta, dots)
+            with middle.for_(0, tiled_m, blocks.mc) as (inner, ic):
+                mb = block_extent(inner, tiled_m, ic, blocks.mc)
                 inner.add(TilePack, trans=g.trans_a, pairs=pairs, source=g.a, row=ic, col=pc,
                           rows=mb, cols=kb, panel=tile.mr, target=a_pack)  # fmt: skip
                 panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc, pc), beta,
                                  kc if pairs else None)  # fmt: skip
-                tile_block(inner, tile, mb, nb, panels.micro)
+                hook = None if dot_hook is None else _in_first_block(dot_hook, ic, mb)
+                tile_block(inner, tile, mb, nb, panels.micro, hook)
     return b.region.instructions
+
+
+def _row_dots(b: Builder, g: Gemm, buffer: Value, block: tuple[Value, Value, Index, Index],
+              beta: Value, dots: int) -> ColumnHook:  # fmt: skip
+    """C's last `dots` rows (`dot_rows`) in the block (jc, pc, kb, nb) as dot products along
+    K, one column block at a time while its B panel is in L1; op(A)'s rows are packed into
+    `buffer` here. A masked tile spends a whole vector of FMAs per column and K step on
+    them: W3's 49 x N shapes had 8 x 6 tiles for one row, latency-bound (6 accumulators)."""
+    jc, pc, kb, nb = block
+    m = g.c.type.shape[0]
+    b_block = b.subview(g.b, stored(g.trans_b, pc, jc), stored(g.trans_b, kb, nb))
+    c_block = b.subview(g.c, [0, jc], [m, nb])
+    return row_dots_after(b, g, (g.a, b_block, c_block, buffer), (m - dots, pc, kb), beta)
+
+
+def _in_first_block(hook: ColumnHook, ic: Value, mb: Index) -> ColumnHook:
+    """`hook` for the first of the row blocks only (all of them where one block covers M)."""
+    if isinstance(mb, int):
+        return hook
+
+    def first_only(body: Builder, col: Index, width: int) -> None:
+        branch = body.if_(body.cmp(CmpCond.EQ, ic, 0), with_else=False)
+        hook(branch.then, col, width)
+
+    return first_only
 
 
 def blocked_tile(

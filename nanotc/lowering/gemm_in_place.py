@@ -58,6 +58,7 @@ from nanotc.lowering.gemm_tiles import (
     dot_rows,
     gemm_extents,
     row_dots_after,
+    stored,
     tile_block,
 )
 from nanotc.lowering.nanokernel import row_stride_is_unit
@@ -208,8 +209,8 @@ def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, 
     with b.for_(0, k, kc) as (body, pc):
         kb = block_extent(body, k, pc, kc)
         beta = block_beta(body, g, pc, k, kc)
-        a = body.subview(g.a, _stored(g.trans_a, row, pc), _stored(g.trans_a, rows, kb))
-        bk = body.subview(g.b, _stored(g.trans_b, pc, 0), _stored(g.trans_b, kb, n))
+        a = body.subview(g.a, stored(g.trans_a, row, pc), stored(g.trans_a, rows, kb))
+        bk = body.subview(g.b, stored(g.trans_b, pc, 0), stored(g.trans_b, kb, n))
         c = body.subview(g.c, [row, 0], [rows, n])
 
         def micro(mb: Builder, r: Index, col: Index, count: Index, mr: int, nr: int) -> None:
@@ -224,8 +225,3 @@ def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, 
             assert isinstance(rows, int)
             hook = row_dots_after(body, g, (a, bk, c, buffer), (rows - dots, 0, kb), beta)
             tile_block(body, tile, rows - dots, n, micro, hook)
-
-
-def _stored(trans: Transpose, row: Index, col: Index) -> list[Index]:
-    """(row, col) of op(X) as (row, col) of X."""
-    return [col, row] if trans is Transpose.T else [row, col]

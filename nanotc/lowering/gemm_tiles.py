@@ -142,6 +142,11 @@ def row_dots_after(
     return hook
 
 
+def stored(trans: Transpose, row: Index, col: Index) -> list[Index]:
+    """(row, col) of op(X) as (row, col) of X."""
+    return [col, row] if trans is Transpose.T else [row, col]
+
+
 def epilogue_registers(alpha: Value, beta: Value) -> int:
     """Vector registers the epilogue keeps live through the K loop: broadcasts of an alpha
     other than 1 and of a beta other than 0 or 1."""

@@ -558,3 +558,49 @@ def test_16_bit_a_of_run_time_rows_results(element: str, target: str, rng) -> No
     """Those gemms packed: rows around the vectors and panels, every alpha/beta form."""
     case = Case("gemm", ("n", "n"), (element, element, "f32"), "f32", ("dynamic",) * 3)
     run_case(case, target, rng, [(1, 3, 5), (7, 9, 16), (16, 6, 33), (37, 13, 70)])
+
+
+# M past a whole number of vectors by at most DOT_ROWS rows (f32: 8 lanes, f64: 4), A and B
+# past half of L2: W3's 49 x N and 196 x N shapes, smaller
+DOT_SHAPES = [(49, 1024, 512), (196, 256, 1152), (611, 601, 467)]
+
+
+@pytest.mark.parametrize("shape", DOT_SHAPES, ids=str)
+def test_blocked_path_takes_the_last_rows_as_dot_products(shape: tuple[int, int, int]) -> None:
+    """C's rows past the last whole vector are dot products along K after each column
+    block of tiles (its B panel then in L1), not a masked tile: no tile covers them, they
+    are packed apart from A's panels, and where several row blocks share a K block (611
+    rows) only the first block takes them."""
+    m, n, k = shape
+    text = gemm_text("f32", "n", "n", (f"{m}x{k}", f"{k}x{n}", f"{m}x{n}"))
+    lines = [line.strip() for line in compiled(text, ZEN3).tiled().splitlines()]
+    dots = m % 8
+    assert any(line.startswith(f"tile.pack.n %A[{m - dots}, ") and f"rows {dots} " in line
+               for line in lines)  # fmt: skip
+    at = [i for i, line in enumerate(lines) if line.startswith("tile.row_dots.n")]
+    assert at and all(f"rows {dots} cols" in lines[i] for i in at)
+    assert not any(re.search(r"tile\.gemm.* rows [1-7] tile", line) for line in lines)
+    guarded = [lines[i - 1].startswith("if ") for i in at]
+    assert guarded == [m > 512] * len(at)
+
+
+@pytest.mark.parametrize("target", runnable("host", "avx2", "generic"))
+@pytest.mark.parametrize("shape", DOT_SHAPES, ids=str)
+@pytest.mark.parametrize(("ty", "alpha", "beta"), [("f32", 1.0, 0.0), ("f64", -1.5, 1.0),
+                                                   ("f32", 2.0, 0.5)], ids=str)  # fmt: skip
+def test_blocked_row_dots_match_numpy(ty: str, alpha: float, beta: float,
+                                      shape: tuple[int, int, int], target: str, rng) -> None:  # fmt: skip
+    """The blocked path's gemms with dot-product rows (where M passes a whole number of the
+    target's vectors by at most four rows), in every K block (beta 0 for the first where it
+    writes C) and in the first of several row blocks, against numpy."""
+    m, n, k = shape
+    text = gemm_text(ty, "n", "n", (f"{m}x{k}", f"{k}x{n}", f"{m}x{n}"))
+    compilation = compiled(text, target)
+    tiled = compilation.tiled()
+    dots = m % get(target).lanes(ScalarType(ty))
+    assert "tile.pack" in tiled
+    assert ("tile.row_dots" in tiled) is (0 < dots <= 4)
+    a, b, c = operands(rng, ty, "n", "n", m, n, k)
+    want = expected(a, b, c, "n", "n", alpha, beta)
+    compilation["k"](alpha, a, b, beta, c, group_size=1)
+    check(c, want, ty, k)
