@@ -359,6 +359,29 @@ def test_blocked_tiles_store_whole_tiles_without_masks() -> None:
     assert len(PLAIN_STORE.findall(code)) >= 12 and MASKED_STORE.search(code)
 
 
+BROADCAST_ADDRESS = re.compile(r"vbroadcasts[sd]\s+\(%(\w+),%\w+(?:,[248])?\)")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_b_columns_of_a_run_time_stride_keep_a_register_each(dt: str) -> None:
+    """W1's kernel (run-time sizes and strides, B read in place): each of the 2 x 6 tile's
+    columns of B is broadcast from a base register of its own indexed by k, with no
+    address arithmetic in the K loop (LLVM had rebuilt four of them from one base and the
+    stride at every step)."""
+    from bench import kernels
+
+    loops = [
+        loop
+        for loop in check_hot_loops(kernels.column_blocks(dt, 1024), "avx2", "gemm")
+        if loop.count("vfmadd") == 12
+    ]
+    assert loops
+    for loop in loops:
+        bases = [BROADCAST_ADDRESS.search(i) for i in loop.instructions]
+        assert len({m.group(1) for m in bases if m}) == 6
+        assert loop.count("lea") == 0
+
+
 def test_avx2_tiles_holding_b_columns_keep_the_registers_of_libxsmms() -> None:
     """W2's f32 56x9x9 on AVX2 takes 4 x 3 tiles that hold B's three broadcasts and load A
     a vector at a time (`register_tile.holds_b_columns`): per k step, 3 broadcasts, 4 loads
