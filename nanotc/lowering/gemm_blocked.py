@@ -17,6 +17,10 @@ so the nanokernels load A's pairs instead of interleaving two columns at every c
 tiles, and op(B) is packed as K-contiguous columns in one panel of kc rows. Elsewhere the
 packs widen to C's type and the nanokernels use FMAs.
 
+A static M's last 1 to 4 rows past a whole vector (`gemm_tiles.dot_rows`) take no masked
+tile: they are packed apart per K block and taken as dot products along K after each column
+block of the first row block's tiles (`tile.row_dots`), as on the direct path.
+
 Where op(B) runs along K in memory in the element the tiles read (C's type, or bf16 pairs,
 each K pair one 32-bit word), the tiles broadcast from B itself and B is not packed
 (`reads_b_in_place`: tiles at most three quarters of an L1 set's ways wide).

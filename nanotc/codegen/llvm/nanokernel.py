@@ -577,6 +577,7 @@ class NanokernelEmitter:
 
 
 def _runtime(mask: ir.Value | None) -> bool:
+    """Whether `mask` is decided at run time (a run-time number of rows)."""
     return mask is not None and not isinstance(mask, ir.Constant)
 
 
