@@ -382,6 +382,39 @@ def test_b_columns_of_a_run_time_stride_keep_a_register_each(dt: str) -> None:
         assert loop.count("lea") == 0
 
 
+GROUP_BROADCAST = re.compile(r"vbroadcasts[sd]\s+\(%(\w+)(?:,%\w+,[248])?\)")
+
+
+@pytest.mark.parametrize(
+    ("target", "dt", "vectors"),
+    [(ZEN3, "f32", 1), (ZEN3, "f64", 1), (get("avx512"), "f64", 2)],
+    ids=["zen3-f32", "zen3-f64", "avx512-f64"],
+)
+def test_wide_tiles_walk_columns_of_a_run_time_stride_in_groups(
+    target: Target, dt: str, vectors: int
+) -> None:
+    """W1's kernel in column blocks of 128: the small problems' branch takes 13-column tiles
+    (one vector tall on Zen 3, two on AVX-512), wider than the general registers left for a
+    base per column. Their 13 columns are broadcast from 4 group pointers (each plus 0-3
+    strides), each moved by an add of its own per k step: no chain of adds rebuilding the
+    columns (LLVM had made one of 11 adds), nothing spilled."""
+    from bench import kernels
+
+    text = kernels.column_blocks(dt, 128)
+    assert "x 13 :" in nanotc.compile(text, target=target).tiled()
+    loops = [
+        loop
+        for loop in asm.hot_loops(assembly(text, target), "gemm", "vfmadd")
+        if loop.count("vfmadd") == 13 * vectors
+    ]
+    assert loops
+    for loop in loops:
+        assert loop.stack_accesses() == []
+        bases = [GROUP_BROADCAST.search(i) for i in loop.instructions]
+        assert len({m.group(1) for m in bases if m}) == 4
+        assert loop.count("add") <= 4 + 1  # the groups' and A's pointers
+
+
 def test_avx2_tiles_holding_b_columns_keep_the_registers_of_libxsmms() -> None:
     """W2's f32 56x9x9 on AVX2 takes 4 x 3 tiles that hold B's three broadcasts and load A
     a vector at a time (`register_tile.holds_b_columns`): per k step, 3 broadcasts, 4 loads

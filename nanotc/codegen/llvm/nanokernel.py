@@ -55,6 +55,42 @@ from nanotc.lowering.prefetch import lines_per_step
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
 OWN_COLUMN_REGISTERS = 8  # of the 16 general registers, beside A's, C's and the loop's
+GROUP_COLUMNS = 4  # a group's columns: its pointer plus 0, 1, 2 or 3 column strides
+
+
+@dataclasses.dataclass(frozen=True)
+class _ColumnWalk:
+    """Where each k step finds the tile's columns of op(B). Each column has a base of its own
+    (`NanokernelEmitter._b_columns`), and a k step reads base + k * K's stride; except for
+    tiles wider than OWN_COLUMN_REGISTERS whose columns are a run-time stride apart. Those
+    have one pointer per GROUP_COLUMNS columns, carried through the K loop and moved down K
+    at every step, and a group's columns are its pointer plus one to three strides, which
+    x86 addresses from registers holding the stride and its multiples. Each step moves a
+    pointer through an opaque value, or loop strength reduction would fold the pointers into
+    one and rebuild the columns from it in a chain of adds at every k step, eleven adds for a
+    13-column tile (dynamic gemms' small branch on Zen 3: 1.10-1.13x, f32 and f64)."""
+
+    bases: list[ir.Value]  # of each column
+    element: ScalarType
+    k_stride: Dim
+    column_stride: Dim | None  # run-time stride of the grouped columns (None: not grouped)
+
+    @property
+    def start(self) -> list[ir.Value]:
+        """The pointers carried through the K loop (none where not grouped)."""
+        return [] if self.column_stride is None else self.bases[::GROUP_COLUMNS]
+
+    def column(self, b: ir.IRBuilder, j: int, k: Dim, groups: list[ir.Value]) -> ir.Value:
+        """Column j's element at step k, given the carried pointers of that step."""
+        if self.column_stride is None:
+            return element_ptr(b, self.bases[j], self.element, mul(b, k, self.k_stride))
+        offset = mul(b, j % GROUP_COLUMNS, self.column_stride)
+        return element_ptr(b, groups[j // GROUP_COLUMNS], self.element, offset)
+
+    def advance(self, b: ir.IRBuilder, groups: list[ir.Value]) -> list[ir.Value]:
+        """The carried pointers of the next k step."""
+        moved = (element_ptr(b, g, self.element, self.k_stride) for g in groups)
+        return [opaque_value(b, g, "r") for g in moved]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +232,7 @@ class NanokernelEmitter:
         base and the stride, with four integer instructions beside a 2 x 6 tile's 20 vector
         ones (W1's run-time sizes on Zen 3: two threads 1.08-1.10x, f64 one thread 1.06x)."""
         b = self.b
-        b_k, b_cols = (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
+        b_k, b_cols = self._b_modes()
         origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
         bases = [
             element_ptr(b, origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
@@ -205,6 +241,16 @@ class NanokernelEmitter:
         if not isinstance(bm.stride[b_cols], int) and self.p.columns <= OWN_COLUMN_REGISTERS:
             bases = [opaque_value(b, base, "r") for base in bases]
         return bases, bm.stride[b_k], bm.shape[b_k]
+
+    def _b_modes(self) -> tuple[int, int]:
+        """op(B)'s K mode and column mode."""
+        return (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
+
+    def _column_walk(self, bm: MemrefValue) -> _ColumnWalk:
+        bases, k_stride, _ = self._b_columns(bm)
+        stride = bm.stride[self._b_modes()[1]]
+        grouped = not isinstance(stride, int) and self.p.columns > OWN_COLUMN_REGISTERS
+        return _ColumnWalk(bases, bm.type.element, k_stride, stride if grouped else None)
 
     def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
         """A's vectors of every k (`GemmNanokernel.column_group`), loaded once for the
@@ -218,16 +264,19 @@ class NanokernelEmitter:
 
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue,
                    resident: list[list[ir.Value]] | None = None) -> Accumulators:  # fmt: skip
-        """acc + the tile's A B, over K; A's vectors from `resident` where given."""
+        """acc + the tile's A B, over K; A's vectors from `resident` where given. The K loop
+        carries the accumulators and then the column walk's pointers."""
         if self.p.dot:
             return self._accumulate_pairs(acc, a, bm)
         b, p = self.b, self.p
         a_base, a_row_stride, a_k_stride, depth = self._a_rows(a)
-        b_bases, b_k_stride, _ = self._b_columns(bm)
+        walk = self._column_walk(bm)
         a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
         shares = self._next_member_shares(depth)
+        count = len(acc)
 
-        def step(k: Dim, acc: Accumulators) -> Accumulators:
+        def step(k: Dim, carried: list[ir.Value]) -> list[ir.Value]:
+            acc, groups = carried[:count], carried[count:]
             if p.prefetches_a:
                 self._prefetch_a(a, a_base, a_k_stride, k)
             for share in shares:
@@ -239,18 +288,19 @@ class NanokernelEmitter:
                 return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
 
             def broadcast(j: int) -> ir.Value:
-                at = element_ptr(b, b_bases[j], bm.type.element, mul(b, k, b_k_stride))
-                scalar = load_scalar(b, at, bm.type.element)
+                scalar = load_scalar(b, walk.column(b, j, k, groups), bm.type.element)
                 return self._broadcast(convert(b, scalar, bm.type.element, p.compute))
 
-            return self._fmas(acc, a_vector, broadcast)
+            return self._fmas(acc, a_vector, broadcast) + walk.advance(b, groups)
 
+        carried = acc + walk.start
         if p.k_unroll is None:
             assert isinstance(depth, int)
             for k in range(depth):
-                acc = step(k, acc)
-            return acc
-        return self._unrolled_loop(depth, acc, step)
+                carried = step(k, carried)
+        else:
+            carried = self._unrolled_loop(depth, carried, step)
+        return carried[:count]
 
     def _fmas(self, acc: Accumulators, a_vector: Callable[[int], ir.Value],
               broadcast: Callable[[int], ir.Value]) -> Accumulators:  # fmt: skip
