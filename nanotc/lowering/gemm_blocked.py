@@ -76,6 +76,11 @@ MAX_KC = 512  # nanokernel steps of a K block
 ONE_BLOCK_OF_N = 1.25  # how far past a B block's columns a block of a static N may reach
 B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
+# the direct path's tiles for a run-time M on AVX2 (`masks_rows_in_registers`) hold a mask per
+# vector of A, which leaves one-vector tiles with a masked load of A at every k step; packed
+# rows take no mask. Zen 3, 128-column blocks, K 128: packed 1.14-1.46x faster from 32 f32
+# and 16 f64 rows (four vectors), 0.76-0.83x at one vector, 0.92-0.96x at three
+MASKED_ROWS_VECTORS = 4
 L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
 # B's panel read in place where each K block is a pass over a C beyond L2: deeper blocks make
 # fewer passes (Zen 4, f64 1024^3 and 2048^3: 512 deep 1.03-1.05x over 296, one and two
@@ -168,18 +173,32 @@ def needs_blocking(
     b: Builder, g: Gemm, target: Target, extents: tuple[Index, Index, Index] | None = None
 ) -> bool | Value:
     """Whether to pack (a run-time test where a size is dynamic; decided where `extents`, M,
-    N and K of one launch, are numbers: what the tuner asks). Not while A and B fit half
-    of L2 together: packing costs more than it saves (in-cache 128x64x256 ran 1.2x slower
-    packed). Beyond that, the direct path still wins while A alone fits: it rereads A from
-    L2 for every column of register tiles, and each B panel (k x nr) for every row of tiles,
-    from L1 if the panel fits there, else from L2, which only few rows of tiles afford (W3:
-    196x1024x512 ran 1.18x and 49x2048x1024 1.5x faster direct on Zen 4, 196x256x1024 1.07x
-    slower), on targets that do (`Target.rereads_a_from_l2`). A gathered A (rows not
-    contiguous) rereads slowly: then always pack, as where A's rows would be masked lane by
-    lane (`masks_lane_by_lane`)."""
+    N and K of one launch, are numbers: what the tuner asks): where the direct path would
+    run out of cache (`_outgrows_cache`), and past MASKED_ROWS_VECTORS vectors of a
+    run-time M where its tiles would mask A's rows in registers (`masks_rows_in_registers`);
+    always where they would mask them lane by lane (`masks_lane_by_lane`)."""
     if masks_lane_by_lane(g, target):
         return True
     m, n, k = extents or extent_values(b, g)
+    outgrows = _outgrows_cache(b, g, target, (m, n, k))
+    if not masks_rows_in_registers(g, target):
+        return outgrows
+    rows = MASKED_ROWS_VECTORS * target.lanes(g.c.type.element)
+    return _logical(b, BinaryOp.OR, outgrows, _greater(b, m, rows - 1))
+
+
+def _outgrows_cache(
+    b: Builder, g: Gemm, target: Target, extents: tuple[Index, Index, Index]
+) -> bool | Value:
+    """Not while A and B fit half of L2 together: packing costs more than it saves
+    (in-cache 128x64x256 ran 1.2x slower packed). Beyond that, the direct path still wins
+    while A alone fits: it rereads A from L2 for every column of register tiles, and each B
+    panel (k x nr) for every row of tiles, from L1 if the panel fits there, else from L2,
+    which only few rows of tiles afford (W3: 196x1024x512 ran 1.18x and 49x2048x1024 1.5x
+    faster direct on Zen 4, 196x256x1024 1.07x slower), on targets that do
+    (`Target.rereads_a_from_l2`). A gathered A (rows not contiguous) rereads slowly: it packs
+    as soon as A and B outgrow half of L2."""
+    m, n, k = extents
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
     overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
@@ -197,6 +216,12 @@ def needs_blocking(
     return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, a_overflows, rereads_b))
 
 
+def masks_rows_in_registers(g: Gemm, target: Target) -> bool:
+    """Whether the direct path's tiles would hold a mask per vector of A in their K loop: C's
+    rows are known at run time only and masks are not k registers (`target_overhead`)."""
+    return not target.masked_memory and g.c.type.shape[0] == DYNAMIC
+
+
 def masks_lane_by_lane(g: Gemm, target: Target) -> bool:
     """Whether the direct path's tiles would load A's 16-bit elements (bf16, f16) under a
     run-time row mask on a target without k registers: AVX2 has no 16-bit masked load, so
@@ -204,7 +229,7 @@ def masks_lane_by_lane(g: Gemm, target: Target) -> bool:
     C's type in panels of whole rows, which take no mask: on a Zen 3, gemms of run-time
     sizes on bf16 ran 1.9-2.8x faster packed (64x256x128, 100x256x128, 37x128x64,
     200x256x64) and 1.02-1.06x where the launch dominates (1x64x64 to 17x32x40)."""
-    return not target.masked_memory and g.a.type.element.size == 2 and g.c.type.shape[0] == DYNAMIC
+    return masks_rows_in_registers(g, target) and g.a.type.element.size == 2
 
 
 def _greater(b: Builder, x: Index, limit: int) -> bool | Value:

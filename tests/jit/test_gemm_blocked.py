@@ -142,14 +142,32 @@ def test_dynamic_sizes_take_the_blocked_path_when_large(rng) -> None:
 def test_run_time_path_packs_an_a_within_half_of_l2_where_rereading_is_slower(
     rereads: bool, path: str
 ) -> None:
-    """A dynamic gemm decides at run time: 256^3 f32 (A 256 KiB, half of Zen 3's L2; A and
-    B beyond it) takes the direct path where A is reread in place, the blocked one on Zen
-    3, which packs it (W1 256^3 1.37-1.49x)."""
-    target = replace(ZEN3, rereads_a_from_l2=rereads)
-    arrays = [np.empty((256, 256), np.float32, order="F") for _ in range(3)]
+    """A dynamic gemm decides at run time: f32 256 x 512 x 256 (A 256 KiB, within half of
+    Zen 4's L2; A and B beyond it) takes the direct path where A is reread in place, the
+    blocked one where that is slower, which packs it (Zen 3: W1 256^3 1.37-1.49x). Zen 4's
+    k masks: the run-time rows take no registers (`masks_rows_in_registers`)."""
+    target = replace(ZEN4, rereads_a_from_l2=rereads)
+    arrays = [np.empty(shape, np.float32, order="F") for shape in [(256, 256), (256, 512)] * 2]
     func = nanotc.load(gemm_text("f32", "n", "n", ("?x?",) * 3)).function("k")
-    (site,) = gemm_sites(func, target, [1.0, *arrays[:2], 0.0, arrays[2]])
+    (site,) = gemm_sites(func, target, [1.0, *arrays[:2], 0.0, arrays[3]])
     assert site.signature.path == path
+
+
+@pytest.mark.parametrize(("ty", "lanes"), [("f32", 8), ("f64", 4)])
+@pytest.mark.parametrize(("target", "masks_in_registers"), [(ZEN3, True), (ZEN4, False)])
+def test_run_time_rows_pack_from_four_vectors_where_masks_take_registers(
+    ty: str, lanes: int, target: Target, masks_in_registers: bool
+) -> None:
+    """A small dynamic gemm (A and B far within half of L2) packs from four vectors of rows
+    where the direct path's tiles would hold masks in registers (Zen 3), and keeps the
+    direct path below; AVX-512's k masks keep it at any M. (Both sides of the run-time test
+    run in `test_dynamic_sizes_every_remainder`, M from 1 to 70.)"""
+    func = nanotc.load(gemm_text(ty, "n", "n", ("?x?",) * 3)).function("k")
+    np_type = np.float32 if ty == "f32" else np.float64
+    for m, packs in [(4 * lanes - 1, False), (4 * lanes, masks_in_registers)]:
+        arrays = [np.empty(shape, np_type, order="F") for shape in [(m, 32), (32, 128), (m, 128)]]
+        (site,) = gemm_sites(func, target, [1.0, *arrays[:2], 0.0, arrays[2]])
+        assert site.signature.path == ("blocked" if packs else "direct"), m
 
 
 def k_strided_b_text() -> str:
