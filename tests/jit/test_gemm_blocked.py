@@ -602,6 +602,33 @@ def test_blocked_path_takes_the_last_rows_as_dot_products(shape: tuple[int, int,
     assert guarded == [m > 512] * len(at)
 
 
+@pytest.mark.parametrize(("n", "ahead"), [(128, True), (256, True), (512, False)])
+def test_blocked_tiles_prefetch_the_next_a_block_where_n_is_small(n: int, ahead: bool) -> None:
+    """W3's 784 x N x 1152 on Zen 3: with few columns of tiles per A block, each tile asks
+    for its rows of the next A block (the next mc rows, or after the last the first rows of
+    the next K block), in the K columns of its column of tiles: together the tiles cover the
+    block's kc columns. From 512 columns, none."""
+    text = gemm_text("f32", "n", "n", ("784x1152", f"1152x{n}", f"784x{n}"))
+    tiled = compiled(text, ZEN3).tiled()
+    k_loop = re.search(r"for (%\d+) = 0, 1152, (\d+) \{", tiled)
+    m_loop = re.search(r"for (%\d+) = 0, 784, (\d+) \{", tiled)
+    assert k_loop and m_loop
+    (pc, kc), (ic, mc) = k_loop.groups(), m_loop.groups()
+    assert f"tile.pack.n %A[{ic}, {pc}]" in tiled
+    views = re.findall(r"tile\.prefetch %\d+ : memref<f32x16x(\d+),strided<1,784>>", tiled)
+    if not ahead:
+        assert not views
+        return
+    assert len(views) == 2 and len(set(views)) == 1  # the 16 x 6 tiles and the 16 x 2
+    width, column_tiles = int(views[0]), -(-n // 6)
+    assert width * column_tiles >= int(kc) > (width - 1) * column_tiles
+    following = re.search(rf"(%\d+) = arith\.add {ic}, {mc} : index", tiled)
+    next_k = re.search(rf"(%\d+) = arith\.add {pc}, {kc} : index\n\s*(%\d+) = arith\.rem", tiled)
+    assert following and next_k
+    assert f"yield 0, {next_k.group(2)} : index, index" in tiled
+    assert f"yield {following.group(1)}, {pc} : index, index" in tiled
+
+
 @pytest.mark.parametrize("target", runnable("host", "avx2", "generic"))
 @pytest.mark.parametrize("shape", DOT_SHAPES, ids=str)
 @pytest.mark.parametrize(("ty", "alpha", "beta"), [("f32", 1.0, 0.0), ("f64", -1.5, 1.0),
