@@ -94,6 +94,14 @@ class _ColumnWalk:
 
 
 @dataclasses.dataclass(frozen=True)
+class _TileOfC:
+    """The tile's view of C and where each of its vectors lies (index j * vectors + v)."""
+
+    c: MemrefValue
+    pointers: list[ir.Value]
+
+
+@dataclasses.dataclass(frozen=True)
 class _LineShare:
     """Lines of one view a tile prefetches: `per_step` lines per K step from line `first`,
     none past line `last` (the view's last)."""
@@ -143,6 +151,7 @@ class NanokernelEmitter:
         ]
         self.row = e.dim(inst.row)
         self.col = add(e.b, e.dim(inst.col), first_column)
+        self._c_origins: dict[tuple[int, int], ir.Value] = {}
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
         # without masks: only C's rows end at `rows`
@@ -214,9 +223,20 @@ class NanokernelEmitter:
         """The tile's origin plus an offset that is a constant for static strides: every
         column then addresses from one register instead of keeping its own index live."""
         b, element = self.b, c.type.element
-        origin = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
         offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, j, c.stride[1]))
-        return element_ptr(b, element_ptr(b, c.ptr, element, origin), element, offset)
+        return element_ptr(b, self._c_origin(c), element, offset)
+
+    def _c_origin(self, c: MemrefValue) -> ir.Value:
+        """The tile's first element of C, computed once per basic block (where the block's
+        stores and prefetches of C use it): the tiles' LLVM IR was a third address arithmetic
+        repeated per column, which LLVM spent compile time folding back."""
+        key = (id(self.b.block), id(c))
+        origin = self._c_origins.get(key)
+        if origin is None:
+            b = self.b
+            offset = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
+            origin = self._c_origins[key] = element_ptr(b, c.ptr, c.type.element, offset)
+        return origin
 
     # -- the K loop ----------------------------------------------------------------------------
     def _a_rows(self, a: MemrefValue) -> tuple[ir.Value, Dim, Dim, Dim]:
@@ -508,32 +528,35 @@ class NanokernelEmitter:
         scaled = acc
         if alpha is not None:
             scaled = [b.fmul(x, self._lanes_of(alpha, i % p.vectors)) for i, x in enumerate(acc)]
+        # before the branches below, which all store through them
+        vectors = [(j, v) for j in range(p.columns) for v in range(p.vectors)]
+        at = _TileOfC(c, [self._c_pointer(c, j, v) for j, v in vectors])
         if p.accumulates_on_c:
-            self._store_tile(scaled, c, Beta.ZERO)  # the sum already holds C
+            self._store_tile(scaled, at, Beta.ZERO)  # the sum already holds C
         elif p.beta is Beta.RUNTIME:
             beta = self._beta()
             with b.if_else(b.fcmp_ordered("==", beta, ir.Constant(beta.type, 0))) as (zero, other):
                 with zero:
-                    self._store_tile(scaled, c, Beta.ZERO)
+                    self._store_tile(scaled, at, Beta.ZERO)
                 with other:
-                    self._store_tile(scaled, c, Beta.GENERAL)
+                    self._store_tile(scaled, at, Beta.GENERAL)
         else:
-            self._store_tile(scaled, c, p.beta)
+            self._store_tile(scaled, at, p.beta)
 
-    def _store_tile(self, values: Accumulators, c: MemrefValue, beta: Beta) -> None:
+    def _store_tile(self, values: Accumulators, at: _TileOfC, beta: Beta) -> None:
         """C := values (+ beta C), without masks where a run-time number of rows fills the
         tile and the target's masked stores are not k-register ones: Zen 3 takes about 20
         cycles per `vmaskmovps` store, and a generic target stores lane by lane."""
         whole = self._whole_tile()
         if whole is None:
-            self._store_masked(values, c, beta, self.masks)
+            self._store_masked(values, at, beta, self.masks)
             return
         unmasked = [None if _runtime(mask) else mask for mask in self.masks]
         with self.b.if_else(whole) as (filled, partial):
             with filled:
-                self._store_masked(values, c, beta, unmasked)
+                self._store_masked(values, at, beta, unmasked)
             with partial:
-                self._store_masked(values, c, beta, self.masks)
+                self._store_masked(values, at, beta, self.masks)
 
     def _whole_tile(self) -> ir.Value | None:
         """Whether the run-time number of rows fills the tile (None: no run-time mask, or
@@ -544,22 +567,23 @@ class NanokernelEmitter:
         filled = ir.Constant(rows.type, sum(map(self.p.vector_lanes, range(self.p.vectors))))
         return self.b.icmp_signed(">=", rows, filled)
 
-    def _store_masked(self, values: Accumulators, c: MemrefValue, beta: Beta, masks: Masks) -> None:
+    def _store_masked(self, values: Accumulators, at: _TileOfC, beta: Beta, masks: Masks) -> None:
         """C := values (+ beta C) under `masks`. Every load of C comes before the first
         store: a masked store covers a whole vector's bytes, so a later load of the next
         column overlapping them (a column shorter than the vector) could not be forwarded and
         would wait for the store to reach the cache, once per column."""
         p, b = self.p, self.b
-        element = c.type.element
+        element = at.c.type.element
         beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
         stores = []
         for j in range(p.columns):
             for v in range(p.vectors):
-                ptr = self._c_pointer(c, j, v)
+                ptr = at.pointers[j * p.vectors + v]
                 value = values[j * p.vectors + v]
                 pointers = None
                 if p.c_access is Access.STRIDED:
-                    pointers = vec.lane_pointers(b, ptr, memory_type(element), c.stride[0], p.lanes)
+                    row_stride = at.c.stride[0]
+                    pointers = vec.lane_pointers(b, ptr, memory_type(element), row_stride, p.lanes)
                 if beta is not Beta.ZERO:
                     old = self._load_c(v, ptr, pointers, element.size, masks[v])
                     value = (
