@@ -298,20 +298,22 @@ def tile_gemm_blocked(
 
 
 # A block feeds N / nr columns of tiles: with few of them the pack's wait on memory shows
-# (W3 on Zen 3: 784x128x1152 1.09x with the next block asked for ahead, 784x256x512 1.06x,
-# 196x256x2304 1.02x; from 512 columns 0.99-1.02x, W1 1.0-1.02x, where its code only added
-# to the compile time)
+# (W3 on Zen 3: 784x128x1152 1.02-1.09x with the next block asked for ahead; from 512
+# columns 0.97-1.02x, and W1 1.0-1.02x, where its code only added to the compile time)
 FEW_COLUMNS_FOR_A = 256
 
 
 @dataclass(frozen=True)
 class _NextABlock:
-    """The A block packed after this one: its first row of op(A) and K column, and how many
-    of its K columns each column of register tiles prefetches (`_Panels.prefetch_ahead`)."""
+    """The A block packed after this one: its first row of op(A) and K column, how many of
+    its K columns each column of register tiles prefetches (`_Panels.prefetch_ahead`), and
+    the last first row and K column a tile's view may take, within op(A)."""
 
     row: Value
     col: Value
     columns_per_tile: int
+    last_row: int
+    last_col: int
 
 
 def _next_a_block(
@@ -319,13 +321,18 @@ def _next_a_block(
     tile: RegisterTile, n: int | None,
 ) -> _NextABlock | None:  # fmt: skip
     """The next row block of the same K block, else the first of the next K block (of the
-    first, after the last: the next column block's, or the next launch's). None where A is
-    one block, or where a static N of at most FEW_COLUMNS_FOR_A does not bound the tiles
-    each block feeds."""
+    first, after the last: the next column block's, or the next launch's). Only for static
+    extents of several blocks, with a static N of at most FEW_COLUMNS_FOR_A (which bounds
+    the tiles each block feeds), and op(A) at least a tile's view (mr rows by the columns
+    per tile): the views then stay within op(A)."""
     ic, pc = corner
     tiled_m, extent_k = extents
-    one_block = _within(tiled_m, blocks.mc) and _within(extent_k, blocks.kc)
-    if one_block or n is None or n > FEW_COLUMNS_FOR_A:
+    if not isinstance(tiled_m, int) or not isinstance(extent_k, int) or n is None:
+        return None
+    one_block = tiled_m <= blocks.mc and extent_k <= blocks.kc
+    column_tiles = -(-min(blocks.nc, n) // tile.nr)
+    width = -(-blocks.kc // column_tiles)
+    if one_block or n > FEW_COLUMNS_FOR_A or tiled_m < tile.mr or extent_k < width:
         return None
     following = b.index(BinaryOp.ADD, ic, blocks.mc)
     next_k = b.index(BinaryOp.REM, b.index(BinaryOp.ADD, pc, blocks.kc), extent_k)
@@ -335,8 +342,7 @@ def _next_a_block(
     assert choice.otherwise is not None
     choice.otherwise.yield_(following, pc)
     row, col = choice.results
-    column_tiles = -(-min(blocks.nc, n or blocks.nc) // tile.nr)
-    return _NextABlock(row, col, -(-blocks.kc // column_tiles))
+    return _NextABlock(row, col, width, tiled_m - tile.mr, extent_k - width)
 
 
 def _within(extent: Index, block: int) -> bool:
@@ -528,7 +534,8 @@ class _Panels:
         width = ahead.columns_per_tile
         column_tile = b.index(BinaryOp.DIV, col, self.tile.nr)
         first_k = b.index(BinaryOp.ADD, ahead.col, b.index(BinaryOp.MUL, column_tile, width))
-        first_row = b.index(BinaryOp.ADD, ahead.row, row)
+        first_k = b.add(TileMin, lhs=first_k, rhs=ahead.last_col)
+        first_row = b.add(TileMin, lhs=b.index(BinaryOp.ADD, ahead.row, row), rhs=ahead.last_row)
         trans = self.g.trans_a
         view = b.subview(
             self.g.a, stored(trans, first_row, first_k), stored(trans, self.tile.mr, width)

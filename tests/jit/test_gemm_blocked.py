@@ -607,7 +607,7 @@ def test_blocked_tiles_prefetch_the_next_a_block_where_n_is_small(n: int, ahead:
     """W3's 784 x N x 1152 on Zen 3: with few columns of tiles per A block, each tile asks
     for its rows of the next A block (the next mc rows, or after the last the first rows of
     the next K block), in the K columns of its column of tiles: together the tiles cover the
-    block's kc columns. From 512 columns, none."""
+    block's kc columns, each view clamped within A. From 512 columns, none."""
     text = gemm_text("f32", "n", "n", ("784x1152", f"1152x{n}", f"784x{n}"))
     tiled = compiled(text, ZEN3).tiled()
     k_loop = re.search(r"for (%\d+) = 0, 1152, (\d+) \{", tiled)
@@ -627,6 +627,16 @@ def test_blocked_tiles_prefetch_the_next_a_block_where_n_is_small(n: int, ahead:
     assert following and next_k
     assert f"yield 0, {next_k.group(2)} : index, index" in tiled
     assert f"yield {following.group(1)}, {pc} : index, index" in tiled
+    # the views stay within A: rows from at most 784 - 16, K columns at most 1152 - width
+    assert re.search(r"= tile\.min %\d+, 768 : index", tiled)
+    assert re.search(rf"= tile\.min %\d+, {1152 - width} : index", tiled)
+
+
+def test_blocked_tiles_of_run_time_extents_prefetch_no_next_a_block() -> None:
+    """With run-time M or K the views of the next block could pass A's end: none (W1)."""
+    from bench import kernels
+
+    assert "tile.prefetch" not in compiled(kernels.column_blocks("f64", 128), ZEN3).tiled()
 
 
 @pytest.mark.parametrize("target", runnable("host", "avx2", "generic"))
