@@ -632,6 +632,26 @@ def test_blocked_tiles_prefetch_the_next_a_block_where_n_is_small(n: int, ahead:
     assert re.search(rf"= tile\.min %\d+, {1152 - width} : index", tiled)
 
 
+@pytest.mark.parametrize("target", runnable(ZEN3, "avx2", "generic"))
+@pytest.mark.parametrize(("ta", "tb"), [("n", "n"), ("t", "n"), ("n", "t")], ids="".join)
+@pytest.mark.parametrize("shape", [(300, 100, 700), (100, 256, 900)], ids=str)
+def test_blocked_gemms_prefetching_the_next_a_block_match_numpy(
+    shape: tuple[int, int, int], ta: str, tb: str, target: str | Target, rng
+) -> None:
+    """Gemms whose tiles prefetch the next A block on Zen 3 (N at most 256, several
+    blocks; the last row and K blocks partial, so the views are clamped) against numpy,
+    and the same gemms on the other targets, whatever path they take there."""
+    m, n, k = shape
+    shapes = (f"{k}x{m}" if ta == "t" else f"{m}x{k}", f"{n}x{k}" if tb == "t" else f"{k}x{n}",
+              f"{m}x{n}")  # fmt: skip
+    compilation = compiled(gemm_text("f32", ta, tb, shapes), target)
+    assert ("tile.prefetch" in compilation.tiled()) or target is not ZEN3
+    a, b, c = operands(rng, "f32", ta, tb, m, n, k)
+    want = expected(a, b, c, ta, tb, 1.5, 0.5)
+    compilation["k"](1.5, a, b, 0.5, c, group_size=1)
+    check(c, want, "f32", k)
+
+
 def test_blocked_tiles_of_run_time_extents_prefetch_no_next_a_block() -> None:
     """With run-time M or K the views of the next block could pass A's end: none (W1)."""
     from bench import kernels
