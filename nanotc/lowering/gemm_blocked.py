@@ -78,8 +78,8 @@ B_PANEL_COLUMNS = 16  # at least a register tile's columns
 FEW_ROWS_OF_TILES = 2  # of two vectors each
 # the direct path's tiles for a run-time M on AVX2 (`masks_rows_in_registers`) hold a mask per
 # vector of A, which leaves one-vector tiles with a masked load of A at every k step; packed
-# rows take no mask. Zen 3, 128-column blocks, K 128: packed 1.14-1.46x faster from 32 f32
-# and 16 f64 rows (four vectors), 0.76-0.83x at one vector, 0.92-0.96x at three
+# rows take no mask. Zen 3, 128-column blocks in cache: packed 1.06-1.46x faster from 32 f32
+# and 16 f64 rows (four vectors), 0.76-0.83x at one vector, 0.92-0.98x at partial tiles
 MASKED_ROWS_VECTORS = 4
 L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
 # B's panel read in place where each K block is a pass over a C beyond L2: deeper blocks make
@@ -343,11 +343,6 @@ def _next_a_block(
     choice.otherwise.yield_(following, pc)
     row, col = choice.results
     return _NextABlock(row, col, width, tiled_m - tile.mr, extent_k - width)
-
-
-def _within(extent: Index, block: int) -> bool:
-    """A static extent that one block covers."""
-    return isinstance(extent, int) and extent <= block
 
 
 def _row_dots(b: Builder, g: Gemm, buffer: Value, block: tuple[Value, Value, Index, Index],
