@@ -70,7 +70,7 @@ class _ColumnWalk:
     one and rebuild the columns from it in a chain of adds at every k step, eleven adds for a
     13-column tile (dynamic gemms' small branch on Zen 3: 1.10-1.13x, f32 and f64)."""
 
-    bases: list[ir.Value]  # of each column
+    bases: list[ir.Value]  # of each column, or where grouped of each group's first
     element: ScalarType
     k_stride: Dim
     column_stride: Dim | None  # run-time stride of the grouped columns (None: not grouped)
@@ -78,7 +78,7 @@ class _ColumnWalk:
     @property
     def start(self) -> list[ir.Value]:
         """The pointers carried through the K loop (none where not grouped)."""
-        return [] if self.column_stride is None else self.bases[::GROUP_COLUMNS]
+        return [] if self.column_stride is None else self.bases
 
     def column(self, b: ir.IRBuilder, j: int, k: Dim, groups: list[ir.Value]) -> ir.Value:
         """Column j's element at step k, given the carried pointers of that step."""
@@ -245,8 +245,9 @@ class NanokernelEmitter:
         base = element_ptr(self.b, a.ptr, a.type.element, mul(self.b, self.row, a.stride[a_rows]))
         return base, a.stride[a_rows], a.stride[a_k], a.shape[a_k]
 
-    def _b_columns(self, bm: MemrefValue) -> tuple[list[ir.Value], Dim, Dim]:
-        """The start of each of the tile's columns of op(B), op(B)'s K stride, and K. Columns
+    def _b_columns(self, bm: MemrefValue, step: int = 1) -> tuple[list[ir.Value], Dim, Dim]:
+        """The start of every `step`-th of the tile's columns of op(B) (from the first),
+        op(B)'s K stride, and K. Columns
         a run-time stride apart each get a register of their own (up to
         OWN_COLUMN_REGISTERS): LLVM would otherwise rebuild them at every k step from one
         base and the stride, with four integer instructions beside a 2 x 6 tile's 20 vector
@@ -256,7 +257,7 @@ class NanokernelEmitter:
         origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
         bases = [
             element_ptr(b, origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
-            for j in range(self.p.columns)
+            for j in range(0, self.p.columns, step)
         ]
         if not isinstance(bm.stride[b_cols], int) and self.p.columns <= OWN_COLUMN_REGISTERS:
             bases = [opaque_value(b, base, "r") for base in bases]
@@ -267,9 +268,9 @@ class NanokernelEmitter:
         return (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
 
     def _column_walk(self, bm: MemrefValue) -> _ColumnWalk:
-        bases, k_stride, _ = self._b_columns(bm)
         stride = bm.stride[self._b_modes()[1]]
         grouped = not isinstance(stride, int) and self.p.columns > OWN_COLUMN_REGISTERS
+        bases, k_stride, _ = self._b_columns(bm, GROUP_COLUMNS if grouped else 1)
         return _ColumnWalk(bases, bm.type.element, k_stride, stride if grouped else None)
 
     def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
