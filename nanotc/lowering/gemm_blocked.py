@@ -304,7 +304,7 @@ FEW_COLUMNS_FOR_A = 256
 
 
 @dataclass(frozen=True)
-class _NextABlock:
+class NextABlock:
     """The A block packed after this one: its first row of op(A) and K column, how many of
     its K columns each column of register tiles prefetches (`_Panels.prefetch_ahead`), and
     the last first row and K column a tile's view may take, within op(A)."""
@@ -319,7 +319,7 @@ class _NextABlock:
 def _next_a_block(
     b: Builder, corner: tuple[Value, Value], extents: tuple[Index, Index], blocks: Blocking,
     tile: RegisterTile, n: int | None,
-) -> _NextABlock | None:  # fmt: skip
+) -> NextABlock | None:  # fmt: skip
     """The next row block of the same K block, else the first of the next K block (of the
     first, after the last: the next column block's, or the next launch's). Only for static
     extents of several blocks, with a static N of at most FEW_COLUMNS_FOR_A (which bounds
@@ -342,7 +342,22 @@ def _next_a_block(
     assert choice.otherwise is not None
     choice.otherwise.yield_(following, pc)
     row, col = choice.results
-    return _NextABlock(row, col, width, tiled_m - tile.mr, extent_k - width)
+    return NextABlock(row, col, width, tiled_m - tile.mr, extent_k - width)
+
+
+def prefetch_next_a(b: Builder, g: Gemm, ahead: NextABlock, tile_at: tuple[Index, Index],
+                    tile: RegisterTile) -> None:  # fmt: skip
+    """The share of the next A block that the register tile at (row, col) of this block asks
+    for: its own rows there, in the K columns of its column of tiles (clamped within op(A))."""
+    row, col = tile_at
+    width = ahead.columns_per_tile
+    column_tile = b.index(BinaryOp.DIV, col, tile.nr)
+    first_k = b.index(BinaryOp.ADD, ahead.col, b.index(BinaryOp.MUL, column_tile, width))
+    first_k = b.add(TileMin, lhs=first_k, rhs=ahead.last_col)
+    following = ahead.row if row == 0 else b.index(BinaryOp.ADD, ahead.row, row)
+    first_row = b.add(TileMin, lhs=following, rhs=ahead.last_row)
+    view = b.subview(g.a, stored(g.trans_a, first_row, first_k), stored(g.trans_a, tile.mr, width))
+    b.add(TilePrefetch, write=False, source=view)
 
 
 def _row_dots(b: Builder, g: Gemm, buffer: Value, block: tuple[Value, Value, Index, Index],
@@ -492,7 +507,7 @@ class _Panels:
 
     def __init__(self, g: Gemm, tile: RegisterTile, packs: tuple[Value, Value | None],
                  kb: Value, corner: tuple[Value, Value, Value], beta: Value,
-                 pairs_of: int | None = None, ahead: _NextABlock | None = None):  # fmt: skip
+                 pairs_of: int | None = None, ahead: NextABlock | None = None):  # fmt: skip
         self.g, self.tile = g, tile
         self.ahead = ahead
         self.a_pack, self.b_pack = packs
@@ -519,23 +534,12 @@ class _Panels:
         )  # fmt: skip
 
     def prefetch_ahead(self, b: Builder, row: Index, col: Index) -> None:
-        """The tile's share of the next A block's source: its own rows there, and the K
-        columns of its column of tiles. A is read once per block from beyond L2, a line per
-        K column and panel, which the pack of a block waited on at DRAM's latency: asked for
-        while this block's tiles compute, the pack finds them in cache."""
-        ahead = self.ahead
-        if ahead is None:
-            return
-        width = ahead.columns_per_tile
-        column_tile = b.index(BinaryOp.DIV, col, self.tile.nr)
-        first_k = b.index(BinaryOp.ADD, ahead.col, b.index(BinaryOp.MUL, column_tile, width))
-        first_k = b.add(TileMin, lhs=first_k, rhs=ahead.last_col)
-        first_row = b.add(TileMin, lhs=b.index(BinaryOp.ADD, ahead.row, row), rhs=ahead.last_row)
-        trans = self.g.trans_a
-        view = b.subview(
-            self.g.a, stored(trans, first_row, first_k), stored(trans, self.tile.mr, width)
-        )
-        b.add(TilePrefetch, write=False, source=view)
+        """The tile's share of the next A block's source (`prefetch_next_a`). A is read once
+        per block from beyond L2, a line per K column and panel, which the pack of a block
+        waited on at DRAM's latency: asked for while this block's tiles compute, the pack
+        finds them in cache."""
+        if self.ahead is not None:
+            prefetch_next_a(b, self.g, self.ahead, (row, col), self.tile)
 
     def _a_panel(self, b: Builder, row: Index) -> Value:
         """op(A)'s mr-row panel of the tile's rows: VNNI pairs (2 mr x K pairs) or mr x kb."""

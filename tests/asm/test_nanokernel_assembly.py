@@ -467,8 +467,9 @@ def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
 @pytest.mark.parametrize("target", ["avx512", "avx2"])
 def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
     """A K loop longer than 64 steps asks for A's lines 16 steps ahead, time enough for
-    them to come from L3 (W3's 3136 x 64 x 256 row panels, A's columns 3136 floats apart:
-    16 x 12544 bytes); a batch member's short K loop (64^3) 4 steps ahead."""
+    them to come from L3 (W3's 3136 x 64 x 256: the masked tiles of the rows around the row
+    panels, A's columns 3136 floats apart: 16 x 12544 bytes); a batch member's short K loop
+    (64^3) 4 steps ahead."""
     a, b, c = "memref<f32x3136x256>", "memref<f32x256x64>", "memref<f32x3136x64>"
     text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
@@ -479,6 +480,20 @@ def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
     assert f"prefetcht0\t{16 * 3136 * 4}(" in code and f"\t{4 * 3136 * 4}(" not in code
     member = nanotc.compile(batched_gemm("f32", 64, 64, 64), target=target).nanokernels()
     assert "k+4]" in member and "k+16]" not in member
+
+
+def test_row_panel_tiles_prefetch_no_a_in_their_k_loops() -> None:
+    """The tiles of W3's row panels on Zen 3 find A in L1, asked for by the tiles of the
+    block before (`tile.gemm.fetched`): their K loops (2 x 6 and 2 x 4 tiles, two steps an
+    iteration) hold no prefetch, where the masked one-vector tiles around the panels keep
+    theirs, one per step."""
+    a, b, c = "memref<f32x3136x576>", "memref<f32x576x64>", "memref<f32x3136x64>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    loops = asm.hot_loops(assembly(text, ZEN3), "k")
+    prefetches = {(loop.count("vfmadd"), loop.count("prefetch")) for loop in loops}
+    assert prefetches == {(24, 0), (16, 0), (6, 1), (4, 1)}
 
 
 def test_blocked_path_reads_packed_panels_without_masks() -> None:

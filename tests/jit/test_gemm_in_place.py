@@ -6,6 +6,7 @@ whatever the arrays' offsets."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -273,3 +274,59 @@ def test_line_lead_counts_the_elements_before_a_line_boundary(ty: str) -> None:
         view = buffer[start:]
         lead(view, out, group_size=1)
         assert out[0] == (-view.ctypes.data % 64) // element.size < per_line
+
+
+@pytest.mark.parametrize("k", [576, 64])
+def test_row_panel_tiles_prefetch_the_next_a_block(k: int) -> None:
+    """W3's 3136 x 64 x K on Zen 3: each tile of a row panel's block asks for its share of
+    the next block (the panel's next K block, after its last the next panel's first), in
+    the K columns of its column of tiles, clamped within A; its K loop then prefetches no A
+    (`fetched`). The masked tiles of the rows around the panels do neither."""
+    m, n = 3136, 64
+    tiled = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), ZEN3).tiled()
+    assert path_of(tiled, m) == "panels"
+    panel = re.search(r"for (%\d+) = %\d+, %\d+, 16 \{\n\s*for (%\d+) = 0, \d+, (\d+) \{", tiled)
+    assert panel
+    row, pc, kc = panel.group(1), panel.group(2), int(panel.group(3))
+    assert kc == min(k, 192)  # 576 in three blocks whose 16-row panels fill half of L1
+    views = re.findall(r"tile\.prefetch %\d+ : memref<f32x16x(\d+),strided<1,3136>>", tiled)
+    assert len(views) == 2 and len(set(views)) == 1  # the 16 x 6 tiles and the 16 x 4
+    width, column_tiles = int(views[0]), -(-n // 6)
+    assert width * column_tiles >= kc > (width - 1) * column_tiles
+    following = re.search(rf"(%\d+) = arith\.add {row}, 16 : index", tiled)
+    assert following
+    if k > kc:
+        next_k = re.search(rf"(%\d+) = arith\.add {pc}, {kc} : index", tiled)
+        assert next_k
+        assert f"yield {following.group(1)}, 0 : index, index" in tiled
+        assert f"yield {row}, {next_k.group(1)} : index, index" in tiled
+    else:
+        assert "yield" not in tiled
+        assert re.search(rf"= tile\.min {following.group(1)}, {m - 16} : index", tiled)
+    assert re.search(rf"= tile\.min %\d+, {m - 16} : index", tiled)
+    assert re.search(rf"= tile\.min %\d+, {k - width} : index", tiled)
+    gemms = re.findall(r"tile\.gemm\.n\.n(\.fetched)? .* tile (\d+) x", tiled)
+    assert sorted(set(gemms)) == [("", "8"), (".fetched", "16")]
+
+
+@pytest.mark.parametrize("target", runnable(ZEN3, "avx2", "generic"))
+@pytest.mark.parametrize(
+    ("ty", "shape"),
+    [("f32", (1000, 13, 300)), ("f32", (2001, 50, 40)), ("f64", (501, 7, 700))],
+    ids=str,
+)
+def test_row_panels_prefetching_the_next_block_match_numpy(
+    ty: str, shape: tuple[int, int, int], target, rng
+) -> None:
+    """Row panels whose tiles ask for the next A block (one or several K blocks, the last
+    panel partial, so the views are clamped) against numpy, on Zen 3's rules and on the
+    other targets, whatever path they take there."""
+    m, n, k = shape
+    compilation = compiled(gemm_text(ty, "n", "n", shapes_of("n", "n", m, n, k)), target)
+    tiled = compilation.tiled()
+    if target is ZEN3:
+        assert path_of(tiled, m) == "panels" and "tile.prefetch" in tiled
+    a, b, c = operands(rng, ty, "n", "n", m, n, k)
+    want = expected(a, b, c, "n", "n", 1.5, 0.5)
+    compilation["k"](1.5, a, b, 0.5, c, group_size=1)
+    check(c, want, ty, k)
