@@ -305,9 +305,10 @@ FEW_COLUMNS_FOR_A = 256
 
 @dataclass(frozen=True)
 class NextABlock:
-    """The A block packed after this one: its first row of op(A) and K column, how many of
-    its K columns each column of register tiles prefetches (`_Panels.prefetch_ahead`), and
-    the last first row and K column a tile's view may take, within op(A)."""
+    """The A block after this one (the next to pack, or the next row panel's block read in
+    place: `gemm_in_place`): its first row of op(A) and K column, how many of its K columns
+    each column of register tiles prefetches (`prefetch_next_a`), and the last first row
+    and K column a tile's view may take, within op(A)."""
 
     row: Value
     col: Value
