@@ -331,8 +331,7 @@ def _next_a_block(
     if not isinstance(tiled_m, int) or not isinstance(extent_k, int) or n is None:
         return None
     one_block = tiled_m <= blocks.mc and extent_k <= blocks.kc
-    column_tiles = -(-min(blocks.nc, n) // tile.nr)
-    width = -(-blocks.kc // column_tiles)
+    width = columns_per_tile(blocks.kc, min(blocks.nc, n), tile)
     if one_block or n > FEW_COLUMNS_FOR_A or tiled_m < tile.mr or extent_k < width:
         return None
     following = b.index(BinaryOp.ADD, ic, blocks.mc)
@@ -344,6 +343,12 @@ def _next_a_block(
     choice.otherwise.yield_(following, pc)
     row, col = choice.results
     return NextABlock(row, col, width, tiled_m - tile.mr, extent_k - width)
+
+
+def columns_per_tile(kc: int, columns: int, tile: RegisterTile) -> int:
+    """How many K columns of the next A block each column of register tiles asks for, so
+    that the block's `columns` (of C) together cover its kc."""
+    return -(-kc // -(-columns // tile.nr))
 
 
 def prefetch_next_a(b: Builder, g: Gemm, ahead: NextABlock, tile_at: tuple[Index, Index],
@@ -523,7 +528,10 @@ class _Panels:
             [b.index(BinaryOp.ADD, self.ic, row), b.index(BinaryOp.ADD, self.jc, col)],
             [rows, nr],
         )
-        self.prefetch_ahead(b, row, col)
+        if self.ahead is not None:
+            # A is read once per block from beyond L2, a line per K column and panel, which
+            # the pack waited on at DRAM's latency: asked for now, the next pack finds them
+            prefetch_next_a(b, self.g, self.ahead, (row, col), self.tile)
         pairs = self.pairs_of is not None
         in_place = self.b_pack is None
         trans_b = self.g.trans_b if in_place else Transpose.N if pairs else Transpose.T
@@ -533,14 +541,6 @@ class _Panels:
             b=self._b_operand(b, col, nr), beta=self.beta, c=c, row=0, col=0, rows=rows, mr=mr,
             nr=nr,
         )  # fmt: skip
-
-    def prefetch_ahead(self, b: Builder, row: Index, col: Index) -> None:
-        """The tile's share of the next A block's source (`prefetch_next_a`). A is read once
-        per block from beyond L2, a line per K column and panel, which the pack of a block
-        waited on at DRAM's latency: asked for while this block's tiles compute, the pack
-        finds them in cache."""
-        if self.ahead is not None:
-            prefetch_next_a(b, self.g, self.ahead, (row, col), self.tile)
 
     def _a_panel(self, b: Builder, row: Index) -> Value:
         """op(A)'s mr-row panel of the tile's rows: VNNI pairs (2 mr x K pairs) or mr x kb."""

@@ -52,6 +52,7 @@ from nanotc.lowering.gemm_blocked import (
     block_beta,
     block_extent,
     blocked_reserved,
+    columns_per_tile,
     first_block_writes_c,
     prefetch_next_a,
 )
@@ -210,7 +211,7 @@ def _next_panel_block(b: Builder, g: Gemm, tile: RegisterTile, row: Value, pc: V
     narrower than one tile's share."""
     m, n, k = gemm_extents(g)
     assert m is not None and n is not None and k is not None
-    width = -(-kc // -(-n // tile.nr))
+    width = columns_per_tile(kc, n, tile)
     if k < width or m < tile.mr:
         return None
     following = b.index(BinaryOp.ADD, row, tile.mr)

@@ -247,11 +247,11 @@ class NanokernelEmitter:
 
     def _b_columns(self, bm: MemrefValue, step: int = 1) -> tuple[list[ir.Value], Dim, Dim]:
         """The start of every `step`-th of the tile's columns of op(B) (from the first),
-        op(B)'s K stride, and K. Columns
-        a run-time stride apart each get a register of their own (up to
-        OWN_COLUMN_REGISTERS): LLVM would otherwise rebuild them at every k step from one
-        base and the stride, with four integer instructions beside a 2 x 6 tile's 20 vector
-        ones (W1's run-time sizes on Zen 3: two threads 1.08-1.10x, f64 one thread 1.06x)."""
+        op(B)'s K stride, and K. Columns a run-time stride apart each get a register of their
+        own (up to OWN_COLUMN_REGISTERS): LLVM would otherwise rebuild them at every k step
+        from one base and the stride, with four integer instructions beside a 2 x 6 tile's 20
+        vector ones (W1's run-time sizes on Zen 3: two threads 1.08-1.10x, f64 one thread
+        1.06x)."""
         b = self.b
         b_k, b_cols = self._b_modes()
         origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
