@@ -11,7 +11,8 @@ between runs. A time budget bounds the rounds so slow implementations cost one r
 Rates are GFLOP/s, the percentage of this machine's measured peak (`bench.peak`: timed in the
 same rounds where a workload uses `compare_with_peak`, else per core at the start times the
 thread count) and, for memory-bound variants, GB/s; every peer gets a column and the ratio
-nanotc/peer (above 1: nanotc is faster).
+nanotc/peer (above 1: nanotc is faster), paired by round (`speed_ratio`), as is the percent
+of a peak timed in the rounds.
 """
 
 from __future__ import annotations
@@ -81,6 +82,18 @@ class Timing:
     @property
     def repeats(self) -> int:
         return len(self.samples)
+
+
+def speed_ratio(ours: Timing, theirs: Timing) -> float:
+    """How many times faster `ours` ran than `theirs` (theirs' seconds over ours'). Timings of
+    the same rounds (`compare`: one sample each per round, so equally many) are paired: the
+    median over the rounds of each round's ratio, so a burst of load that slows both in a
+    round moves neither the ratio nor its median. Otherwise (totals, separate measurements)
+    the ratio of the medians. On the Zen 3 machine, whose speed swung by up to 1.5x within a
+    minute, a W3 row's ratio of medians read 0.77x where its paired rounds read 0.94-1.09x."""
+    if len(ours.samples) != len(theirs.samples) or len(ours.samples) < 2:
+        return theirs.seconds / ours.seconds
+    return statistics.median(t / o for o, t in zip(ours.samples, theirs.samples))
 
 
 def measure(
@@ -302,6 +315,8 @@ class Row:
     peers: dict[str, Timing] = field(default_factory=dict)
     peak: float | None = None  # GFLOP/s of `threads` cores for this dtype
     peak_in_rounds: bool = False  # the peak was timed in the same rounds as the implementations
+    peak_loop: Timing | None = None  # its timing there (`peak` is its median rate)
+    ratios: dict[str, float] = field(default_factory=dict)  # nanotc/peer, where not timed (totals)
     bytes: float | None = None  # memory traffic per unit of work, for memory-bound variants
     reference_gbs: float | None = None  # the machine's copy rate in the same run (W5's % copy)
     variant: str = ""
@@ -316,7 +331,14 @@ class Row:
 
     @property
     def percent_peak(self) -> float | None:
-        return None if not self.peak else 100 * self.gflops(self.nanotc) / self.peak
+        """nanotc's rate over the peak's; paired by round where the peak loop ran in the same
+        rounds (`speed_ratio`)."""
+        if not self.peak:
+            return None
+        if self.peak_loop is None:
+            return 100 * self.gflops(self.nanotc) / self.peak
+        loop_flops = self.peak * 1e9 * self.peak_loop.seconds
+        return 100 * self.flops / loop_flops * speed_ratio(self.nanotc, self.peak_loop)
 
     @property
     def percent_copy(self) -> float | None:
@@ -324,9 +346,11 @@ class Row:
         return None if gbs is None or not self.reference_gbs else 100 * gbs / self.reference_gbs
 
     def ratio(self, peer: str) -> float | None:
-        """nanotc's speed over the peer's (above 1: nanotc is faster)."""
+        """nanotc's speed over the peer's (above 1: nanotc is faster), paired by round."""
+        if peer in self.ratios:
+            return self.ratios[peer]
         timing = self.peers.get(peer)
-        return None if timing is None else timing.seconds / self.nanotc.seconds
+        return None if timing is None else speed_ratio(self.nanotc, timing)
 
 
 # --- peaks and the machine -----------------------------------------------------------------------
@@ -388,6 +412,7 @@ class Peak:
 
     gflops: float | None
     in_rounds: bool
+    timing: Timing | None = None  # the peak loop's, where timed in the rounds
 
 
 def compare_with_peak(
@@ -412,8 +437,8 @@ def compare_with_peak(
     peak_contender, flops = loop
     everyone = [*contenders, peak_contender]
     timings = compare(what, everyone, check, settings, call_seconds, threads)
-    seconds = timings.pop(peak_contender.name).seconds
-    return timings, Peak(flops / seconds / 1e9, in_rounds=True)
+    timing = timings.pop(peak_contender.name)
+    return timings, Peak(flops / timing.seconds / 1e9, in_rounds=True, timing=timing)
 
 
 def _peak_loop(precision: str, threads: int) -> tuple[Contender, float] | None:

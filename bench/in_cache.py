@@ -66,6 +66,7 @@ def _row(case: w2_batched.Case, peers: Peers) -> Row:
         peers=timings,
         peak=peak.gflops,
         peak_in_rounds=peak.in_rounds,
+        peak_loop=peak.timing,
     )
 
 

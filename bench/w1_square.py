@@ -91,6 +91,7 @@ def _size(
                 peers=timings,
                 peak=peak.gflops,
                 peak_in_rounds=peak.in_rounds,
+                peak_loop=peak.timing,
                 params=f"nb={block}, group_size={n // block}",
                 note=blas_threads_note(threads),
             )

@@ -136,6 +136,7 @@ def _layer(
         peers=timings,
         peak=peak.gflops,
         peak_in_rounds=peak.in_rounds,
+        peak_loop=peak.timing,
         params=f"layers {layer.layers}; {'static' if static else 'dynamic'} shapes",
         note=blas_threads_note(threads),
     )
@@ -167,7 +168,9 @@ def launch_overhead(dtype: str, layer: Layer, static: bool) -> float:
 def _total(rows: Sequence[Row], weights: Sequence[int], name: str, shape: str) -> Row:
     """A row whose time is the weighted sum of the rows' median times, and whose peak is the
     rows' peaks weighted by nanotc's time in each (its percent of peak is then the work done
-    over the work the peak loop would have done in that time)."""
+    over the work the peak loop would have done in that time). Its ratio to a peer is the
+    rows' paired ratios (`harness.speed_ratio`) weighted by nanotc's time in each: the
+    peer's total time estimated shape by shape from nanotc's and the rounds they shared."""
 
     def total(timings: Sequence[Timing]) -> Timing:
         seconds = sum(w * t.seconds for w, t in zip(weights, timings))
@@ -184,10 +187,19 @@ def _total(rows: Sequence[Row], weights: Sequence[int], name: str, shape: str) -
         flops=sum(w * r.flops for w, r in zip(weights, rows)),
         nanotc=total([r.nanotc for r in rows]),
         peers={p: total([r.peers[p] for r in rows]) for p in peers},
+        ratios={p: _paired_total(rows, weights, p) for p in peers},
         peak=_time_weighted_peak(rows, weights),
         peak_in_rounds=all(r.peak_in_rounds for r in rows),
         params="sum of the median times" + ("" if name == "all" else ", weighted by layer count"),
     )
+
+
+def _paired_total(rows: Sequence[Row], weights: Sequence[int], peer: str) -> float:
+    """nanotc's speed over `peer`'s on the weighted rows: their paired ratios weighted by
+    nanotc's time in each."""
+    times = [w * r.nanotc.seconds for w, r in zip(weights, rows)]
+    peer_times = [t * (r.ratio(peer) or 0.0) for t, r in zip(times, rows)]
+    return sum(peer_times) / sum(times)
 
 
 def _time_weighted_peak(rows: Sequence[Row], weights: Sequence[int]) -> float | None:

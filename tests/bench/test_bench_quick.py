@@ -135,6 +135,10 @@ def test_w3_resnet(peers: Peers) -> None:
     assert rows[-2].percent_peak == pytest.approx(
         100 * sum(r.flops for r in layers) / peak_work / 1e9
     )
+    # the total's ratio: each shape's paired ratio weighted by nanotc's time in it
+    for peer in rows[-2].peers:
+        paired = sum(r.nanotc.seconds * r.ratio(peer) for r in layers)
+        assert rows[-2].ratio(peer) == pytest.approx(paired / total)
 
 
 def test_table_i_is_the_papers() -> None:
