@@ -36,7 +36,7 @@ from __future__ import annotations
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
 from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
-from nanotc.ir.tile import TileGemm, TileLineLead, TileScale
+from nanotc.ir.tile import TileGemm, TileLineLead
 from nanotc.ir.types import INDEX, MemRefType
 from nanotc.ir.values import Constant, Value
 from nanotc.lowering.choices import (
@@ -53,8 +53,8 @@ from nanotc.lowering.gemm_blocked import (
     block_extent,
     blocked_reserved,
     columns_per_tile,
-    first_block_writes_c,
     prefetch_next_a,
+    scale_c_once,
 )
 from nanotc.lowering.gemm_tiles import (
     Index,
@@ -148,8 +148,7 @@ def tile_gemm_in_place(
     assert m is not None and n is not None and k is not None
     tile, kc = in_place_tile(g, path, target, options)
     b = Builder(Region())
-    if not first_block_writes_c(g):
-        b.add(TileScale, beta=g.beta, c=g.c)  # beta once; the K blocks then accumulate
+    scale_c_once(b, g)
     if path == K_BLOCKS:
         _k_blocks(b, g, tile, 0, m, kc, dot_rows(g, target))
         return b.region.instructions

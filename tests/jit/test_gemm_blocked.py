@@ -392,6 +392,25 @@ def test_beta_zero_never_reads_c(shapes: tuple[str, str, str], target: str | Tar
     check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
 
 
+def beta_one_text(shapes: tuple[str, str, str]) -> str:
+    return beta_zero_text(shapes).replace(", 0.0, %C", ", 1.0, %C")
+
+
+@pytest.mark.parametrize("target", runnable(*LARGE_L2))
+@pytest.mark.parametrize("shapes", BETA_ZERO_SHAPES, ids=str)
+def test_beta_one_takes_no_pass_over_c(shapes: tuple[str, str, str], target: str | Target,
+                                       rng) -> None:  # fmt: skip
+    """C += A B: the K blocks add to C as it is, with no pass of C := 1 * C before them."""
+    m, n, k = SHAPE
+    compilation = compiled(beta_one_text(shapes), target)
+    tiled = compilation.tiled()
+    assert "tile.pack" in tiled and "tile.scale" not in tiled
+    a, b, c = operands(rng, "f32", "n", "n", m, n, k)
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, "f32", k)
+
+
 def bf16_operands(rng, ta: str, tb: str, m: int, n: int, k: int):
     a, b, c = operands(rng, "f32", ta, tb, m, n, k)
     return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), c

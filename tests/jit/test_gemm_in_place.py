@@ -94,6 +94,25 @@ def test_beta_zero_never_reads_c(path: str, rng) -> None:
     check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
 
 
+@pytest.mark.parametrize("path", sorted(SHAPES))
+def test_beta_one_takes_no_pass_over_c(path: str, rng) -> None:
+    """C += A B: the K blocks add to C as it is, with no pass of C := 1 * C before them."""
+    m, n, k = SHAPES[path]
+    a_t, b_t, c_t = (f"memref<f64x{s}>" for s in shapes_of("n", "n", m, n, k))
+    compilation = compiled(
+        f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 1.0, %C : f64, {a_t}, {b_t}, f64, {c_t}
+}}""",
+        REREADS,
+    )
+    tiled = compilation.tiled()
+    assert path_of(tiled, m) == path and "tile.scale" not in tiled
+    a, b, c = operands(rng, "f64", "n", "n", m, n, k)
+    want = c + a @ b
+    compilation["k"](a, b, c, group_size=1)
+    check(c, want, "f64", k)
+
+
 @pytest.mark.parametrize(
     ("ta", "shape", "path"),
     [
