@@ -75,19 +75,27 @@ def test_in_place_paths_on_narrower_targets(path: str, ty: str, target: str, rng
     check(c, want, ty, k)
 
 
-@pytest.mark.parametrize("path", sorted(SHAPES))
-def test_beta_zero_never_reads_c(path: str, rng) -> None:
-    """The first K block writes C: no pass over C before it, and a C of NaNs does not leak."""
+def literal_beta_kernel(path: str, ty: str, beta: float) -> nanotc.Compilation:
+    """C := A B + beta C on the path's shape, beta in the source; no pass over C before the
+    K blocks (`tile.scale`) for beta 0 (the first block writes C) or 1 (C as it is)."""
     m, n, k = SHAPES[path]
-    a_t, b_t, c_t = (f"memref<f32x{s}>" for s in shapes_of("n", "n", m, n, k))
+    a_t, b_t, c_t = (f"memref<{ty}x{s}>" for s in shapes_of("n", "n", m, n, k))
     compilation = compiled(
         f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+  gemm.n.n 1.0, %A, %B, {beta}, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}
 }}""",
         REREADS,
     )
     tiled = compilation.tiled()
     assert path_of(tiled, m) == path and "tile.scale" not in tiled
+    return compilation
+
+
+@pytest.mark.parametrize("path", sorted(SHAPES))
+def test_beta_zero_never_reads_c(path: str, rng) -> None:
+    """The first K block writes C: a C of NaNs does not leak."""
+    m, n, k = SHAPES[path]
+    compilation = literal_beta_kernel(path, "f32", 0.0)
     a, b, _ = operands(rng, "f32", "n", "n", m, n, k)
     c = np.full((m, n), np.nan, np.float32, order="F")
     compilation["k"](a, b, c, group_size=1)
@@ -95,18 +103,9 @@ def test_beta_zero_never_reads_c(path: str, rng) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(SHAPES))
-def test_beta_one_takes_no_pass_over_c(path: str, rng) -> None:
-    """C += A B: the K blocks add to C as it is, with no pass of C := 1 * C before them."""
+def test_beta_one_adds_to_c_as_it_is(path: str, rng) -> None:
     m, n, k = SHAPES[path]
-    a_t, b_t, c_t = (f"memref<f64x{s}>" for s in shapes_of("n", "n", m, n, k))
-    compilation = compiled(
-        f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-  gemm.n.n 1.0, %A, %B, 1.0, %C : f64, {a_t}, {b_t}, f64, {c_t}
-}}""",
-        REREADS,
-    )
-    tiled = compilation.tiled()
-    assert path_of(tiled, m) == path and "tile.scale" not in tiled
+    compilation = literal_beta_kernel(path, "f64", 1.0)
     a, b, c = operands(rng, "f64", "n", "n", m, n, k)
     want = c + a @ b
     compilation["k"](a, b, c, group_size=1)
