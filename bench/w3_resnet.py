@@ -198,8 +198,8 @@ def _paired_total(rows: Sequence[Row], weights: Sequence[int], peer: str) -> flo
     """nanotc's speed over `peer`'s on the weighted rows: their paired ratios weighted by
     nanotc's time in each."""
     times = [w * r.nanotc.seconds for w, r in zip(weights, rows)]
-    peer_times = [t * (r.ratio(peer) or 0.0) for t, r in zip(times, rows)]
-    return sum(peer_times) / sum(times)
+    ratios = [harness.speed_ratio(r.nanotc, r.peers[peer]) for r in rows]
+    return sum(t * ratio for t, ratio in zip(times, ratios)) / sum(times)
 
 
 def _time_weighted_peak(rows: Sequence[Row], weights: Sequence[int]) -> float | None:
