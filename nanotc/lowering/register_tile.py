@@ -146,9 +146,15 @@ def a_vector_cycles(target: Target, element: ScalarType, m: int | None, k: int |
     (unknown extents: assumed not to), at the target's `l2_bytes_per_cycle`. Tiles with many
     vectors of A per FMA then wait on L2 (Zen 4: 80 x 5 ran 10-15% slower than 32 x 14 on
     W3's 784x512x128; Zen 3: 2 x 4 0.70-0.75x of 2 x 6 on 48x512x4608)."""
-    if m is not None and k is not None and m * k * element.size <= target.l1_bytes // 2:
+    if a_stays_in_l1(target, element, m, k):
         return 0.0
     return target.vector_bits / 8 / target.l2_bytes_per_cycle
+
+
+def a_stays_in_l1(target: Target, element: ScalarType, m: int | None, k: int | None) -> bool:
+    """Whether an m x k A (None: unknown extents) fits half of L1, beside B's and C's lines:
+    read once, it stays there for every later column of tiles."""
+    return m is not None and k is not None and m * k * element.size <= target.l1_bytes // 2
 
 
 def _tile_counts(

@@ -469,7 +469,7 @@ def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
     """A K loop longer than 64 steps asks for A's lines 16 steps ahead, time enough for
     them to come from L3 (W3's 3136 x 64 x 256: the masked tiles of the rows around the row
     panels, A's columns 3136 floats apart: 16 x 12544 bytes); a batch member's short K loop
-    (64^3) 4 steps ahead."""
+    (f64 64^3, A past half of L1) 4 steps ahead."""
     a, b, c = "memref<f32x3136x256>", "memref<f32x256x64>", "memref<f32x3136x64>"
     text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
@@ -478,8 +478,42 @@ def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
     code = "\n".join(i for loop in asm.hot_loops(assembly(text, target), "k")
                      for i in loop.instructions)  # fmt: skip
     assert f"prefetcht0\t{16 * 3136 * 4}(" in code and f"\t{4 * 3136 * 4}(" not in code
-    member = nanotc.compile(batched_gemm("f32", 64, 64, 64), target=target).nanokernels()
+    member = nanotc.compile(batched_gemm("f64", 64, 64, 64), target=target).nanokernels()
     assert "k+4]" in member and "k+16]" not in member
+
+
+@pytest.mark.parametrize(
+    ("target", "dt", "shape", "prefetched"),
+    [
+        ("avx2", "f32", (32, 32, 32), False),  # A 4 KiB, K 32: stays in L1
+        ("avx512", "f32", (32, 32, 32), False),
+        ("avx2", "f64", (35, 9, 35), False),
+        ("avx512", "f64", (35, 9, 35), False),
+        ("avx2", "f32", (64, 64, 64), False),  # A 16 KiB: half of L1
+        ("avx2", "f64", (64, 64, 64), True),  # A 32 KiB
+        ("avx2", "f32", (20, 9, 20), True),  # K below 32: prefetches reach the next member
+        ("avx2", "f32", (16, 16, 16), True),
+    ],
+)
+def test_k_loops_over_an_a_that_stays_in_l1_prefetch_none_of_it(
+    target: str, dt: str, shape: tuple[int, int, int], prefetched: bool
+) -> None:
+    """A batch member whose A stays in L1, with K from 32, finds A there in every column of
+    tiles but the first, so its K loops ask for none of A's lines (`resident_a`); the
+    next member's lines are still streamed."""
+    text = batched_gemm(dt, *shape)
+    plans = nanotc.compile(text, target=target).nanokernels()
+    assert ("prefetch A[" in plans) is prefetched
+    assert "next a" in plans
+    size = 4 if dt == "f32" else 8
+    m = shape[0]
+    a_prefetches = [
+        i
+        for loop in asm.hot_loops(assembly(text, target), "k")
+        for i in loop.instructions
+        if "prefetcht0" in i and f"\t{4 * m * size}(" in i
+    ]
+    assert bool(a_prefetches) is prefetched
 
 
 def test_row_panel_tiles_prefetch_no_a_in_their_k_loops() -> None:
