@@ -184,6 +184,16 @@ def test_b_with_a_k_stride_packs_element_by_element(target: str | Target) -> Non
     assert re.search(r"tile\.pack\S* %B", compiled(k_strided_b_text(), target).tiled())
 
 
+@pytest.mark.parametrize(("ta", "outer"), [("n", "k.body"), ("t", "i.body")])
+def test_contiguous_packs_go_column_by_column(ta: str, outer: str) -> None:
+    """A pack whose rows are contiguous (A with .n) copies the block column by column, each
+    column's panels in its inner loop, so it reads one run of A at a time; A with .t, whose
+    panels come from in-register transposes, still goes panel by panel."""
+    ir = compiled(gemm_text("f32", ta, "n", ("?x?", "?x?", "?x?")), "avx2").llvm_ir
+    entries = re.findall(r'%"panel(?:\.\d+)?" = phi\s+i64 \[0, %"([\w.]+)"\]', ir)
+    assert entries and all(entry.startswith(outer) for entry in entries), entries
+
+
 @pytest.mark.parametrize("target", runnable(*LARGE_L2))
 def test_b_with_a_k_stride_matches_numpy(target: str | Target, rng) -> None:
     """B is every other row of a larger array: its K stride is 2 elements, so B^T's panels
