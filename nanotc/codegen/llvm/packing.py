@@ -2,9 +2,10 @@
 panel-major scratch), `tile.scale` (C := beta * C before the K blocks) and `tile.min`.
 
 Packing converts to the target buffer's element type, so a nanokernel reading packed panels
-always sees its compute type. Where the rows of op(X) are contiguous, the block is copied
-column by column, with (masked) vector loads and stores; otherwise panel by panel, element
-by element or by in-register transposes. `.pairs` (bf16)
+always sees its compute type. Where the rows of op(X) are contiguous, they are copied with
+(masked) vector loads and stores: column by column of the block for short panels, panel by
+panel for tall ones; otherwise panel by panel, element by element or by in-register
+transposes. `.pairs` (bf16)
 interleaves two columns into each VNNI pair row of a panel, so the `vdpbf16ps` nanokernels
 load A's pairs as they are instead of interleaving them at every column of tiles.
 
@@ -48,6 +49,10 @@ from nanotc.ir.tile import TileMin, TilePack, TileScale
 from nanotc.ir.types import ScalarType
 from nanotc.ir.values import Constant
 
+# a panel column up to this long (A's panels of mr rows: up to four lines on AVX-512) is
+# packed column by column of the block (`_PackedBlock.copy_by_columns`)
+SHORT_PANEL_BYTES = 256
+
 
 @emits(TileMin)
 def _min(e: FunctionEmitter, inst: TileMin) -> None:
@@ -87,13 +92,15 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     if inst.pairs:
         _pack_pairs(x, panels)
         return
-    if x.row_stride == 1:
+    if x.row_stride == 1 and inst.panel * x.src_t.size <= SHORT_PANEL_BYTES:
         x.copy_by_columns()
         return
     with for_range(b, 0, panels, name="panel", vectorize=False, unroll=False) as q:
         first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
-        if x.transposes_by_vectors():
+        if x.row_stride == 1:
+            x.copy_panel(first_row, valid)
+        elif x.transposes_by_vectors():
             whole = b.icmp_signed(">=", valid, const(inst.panel))
             with b.if_else(whole, likely=True) as (full, partial):
                 with full:
@@ -152,15 +159,14 @@ class _PackedBlock:
         return element_ptr(b, self.target.ptr, self.dst_t, offset)
 
     def copy_by_columns(self) -> None:
-        """Contiguous rows, column by column of the block: each column's whole panels by
-        vectors, then the last panel's rows under a mask (a tall panel, a B panel of kc rows,
-        would need more masks than stay in k registers, so whole panels take none). A column
-        is then one run of the source, which the hardware prefetchers follow; panel by panel,
-        every column gave one line of a panel, each a stride of the leading dimension apart
-        (a page or more at W1's sizes), and A's pack ran at about 3 GB/s (2048x512x2048: 9%
-        of the time). Zen 3, one thread, paired against panel by panel: W1's kernel f32
-        2048^3 1.03-1.05x, 2048x512x2048 1.04-1.07x, 1024^3 1.02x, f64 2048^3 1.07x; W3's
-        packed shapes 0.98-1.07x."""
+        """Contiguous rows in short panels (A's, mr rows), column by column of the block:
+        each column's whole panels, then the last panel's rows under a mask. A column is then
+        one run of the source, which the hardware prefetchers follow; panel by panel, every
+        column gave one line of a panel, each a stride of the leading dimension apart (a
+        page or more at W1's sizes), and A's pack ran at about 3 GB/s (2048x512x2048: 9% of
+        the time). Zen 3, one thread, paired against panel by panel: W1's kernel f32 2048^3
+        1.03-1.05x, 2048x512x2048 1.04-1.07x, 1024^3 1.02x, f64 2048^3 1.07x; W3's packed
+        shapes 0.98-1.07x."""
         b = self.b
         whole = div(b, self.rows, self.panel)
         panels = for_range(b, 0, whole, name="panel", vectorize=False, unroll=False)
@@ -170,6 +176,17 @@ class _PackedBlock:
         valid = b.sub(as_value(b, self.rows), first_row)
         with b.if_then(b.icmp_signed(">", valid, const(0))), self._columns() as k:
             self._copy_column(first_row, k, valid)
+
+    def copy_panel(self, first_row: ir.Value, valid: ir.Value) -> None:
+        """Contiguous rows in a tall panel (B's, kc rows: each column a long run already),
+        column by column of the panel: unmasked where the panel is whole (more than eight
+        masks would not stay in k registers)."""
+        whole = self.b.icmp_signed(">=", valid, const(self.panel))
+        with self.b.if_else(whole, likely=True) as (full, partial):
+            with full, self._columns() as k:
+                self._copy_column(first_row, k, None)
+            with partial, self._columns() as k:
+                self._copy_column(first_row, k, valid)
 
     def _columns(self) -> AbstractContextManager[ir.Value]:
         return for_range(self.b, 0, self.cols, name="k", vectorize=False, unroll=False)
