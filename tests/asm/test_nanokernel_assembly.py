@@ -439,6 +439,21 @@ def test_static_k_loops_take_the_targets_steps_per_iteration(target: Target, ste
     assert all(loop.stack_accesses() == [] for loop in loops)
 
 
+@pytest.mark.parametrize(("ty", "steps"), [("f32", 2), ("f64", 1)])
+def test_blocked_f32_tiles_on_packed_a_take_the_targets_steps(ty: str, steps: int) -> None:
+    """The blocked path's f32 tiles on packed panels of A run `Target.k_unroll` k steps an
+    iteration though the rows and B's strides are known only at run time (W1's kernel:
+    `unrolls_on_a_packed_panel`), spilling nothing; f64 tiles keep one step."""
+    t = f"memref<{ty}x?x?>"
+    text = f"""func @k(%A: {t}, %B: {t}, %C: {t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : {ty}, {t}, {t}, {ty}, {t}
+}}"""
+    loops = asm.hot_loops(assembly(text, ZEN3), "k")
+    tiles = [loop for loop in loops if loop.count("vfmadd") in (12, 24)]  # 2 x 6 tiles
+    assert max(loop.count("vfmadd") for loop in tiles) == 12 * steps
+    assert all(loop.stack_accesses() == [] for loop in tiles)
+
+
 def tiled_of(text: str) -> str:
     return nanotc.compile(text, target="avx512").tiled()
 
