@@ -5,9 +5,9 @@ Packing converts to the target buffer's element type, so a nanokernel reading pa
 always sees its compute type. Where the rows of op(X) are contiguous, they are copied with
 (masked) vector loads and stores: column by column of the block for short panels, panel by
 panel for tall ones; otherwise panel by panel, element by element or by in-register
-transposes. `.pairs` (bf16)
-interleaves two columns into each VNNI pair row of a panel, so the `vdpbf16ps` nanokernels
-load A's pairs as they are instead of interleaving them at every column of tiles.
+transposes. `.pairs` (bf16) interleaves two columns into each VNNI pair row of a panel, so
+the `vdpbf16ps` nanokernels load A's pairs as they are instead of interleaving them at every
+column of tiles.
 
 The pack's loops are closed to LLVM's loop vectorizer: their vectors are written here, and
 what it found to vectorise (the element copies of K tails and partial panels) ran no faster
