@@ -27,7 +27,9 @@ from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
 from nanotc.lowering.choices import signature as gemm_signature
 from nanotc.lowering.gemm_pairs import packs_a_pairs, tiles_on_pairs
-from nanotc.lowering.register_tile import RegisterTile, choose
+from nanotc.lowering.nanokernel import RESIDENT_A_MIN_K, row_stride_is_unit
+from nanotc.lowering.prefetch import left_to_hardware
+from nanotc.lowering.register_tile import RegisterTile, a_stays_in_l1, choose
 from nanotc.targets import Target
 
 NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
@@ -70,12 +72,6 @@ MicroFactory = Callable[[Builder, "Index", "Index", "Index", int, int], None]
 def tile_gemm(
     g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
 ) -> list[Instruction]:
-    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
-        b.add(
-            TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
-            a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
-        )  # fmt: skip
-
     reserved = tile_reserved(g, target)
     extents = gemm_extents(g)
     sig = gemm_signature(g, DIRECT, extents, reserved)
@@ -87,10 +83,42 @@ def tile_gemm(
             assert m is not None and n is not None and k is not None
             cover = lambda b, micro: tile_block(b, tile, m, n, micro)  # noqa: E731
             return tiles_on_pairs(g, tile, (m, n, k), cover)
-        return tile_output(g.c, extents, target, micro, reserved, tile)
+        once = fetches_a_once(g, target, tile)
+        return tile_output(g.c, extents, target, direct_micro(g, once), reserved, tile, once)
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
-    return _tiles_and_row_dots(g, tile, micro, tiled)
+    return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
+
+
+def direct_micro(g: Gemm, fetched_after_first: bool = False) -> MicroFactory:
+    """The direct path's `tile.gemm` on g's operands; with `fetched_after_first`, the tiles
+    right of C's first column block find A in L1 (`fetches_a_once`)."""
+
+    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+        first = isinstance(col, int) and col == 0
+        b.add(
+            TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
+            a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
+            fetched=fetched_after_first and not first,
+        )  # fmt: skip
+
+    return micro
+
+
+def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
+    """Whether only C's first column block of tiles asks for A's lines, the later ones
+    finding A in L1 (`tile.gemm.fetched`): a static A of contiguous rows within half of L1
+    (`register_tile.a_stays_in_l1`), K short of RESIDENT_A_MIN_K (longer K loops over such
+    an A ask for none of it, `nanokernel.resident_a`), more than one column block, and K
+    loops that prefetch at all (not a gemm left to the hardware prefetchers). The first
+    block's prefetches keep running past A into the next batch member's, which the
+    memory-bound batches use; every later block's took a load slot per line for nothing."""
+    m, n, k = gemm_extents(g)
+    if m is None or n is None or k is None or k >= RESIDENT_A_MIN_K or n <= tile.nr:
+        return False
+    in_l1 = a_stays_in_l1(target, g.a.type.element, m, k)
+    contiguous = row_stride_is_unit(g.a.type, g.trans_a)
+    return in_l1 and contiguous and not left_to_hardware(g, target)
 
 
 def dot_rows(g: Gemm, target: Target) -> int:
@@ -189,15 +217,17 @@ def tile_output(
     micro: MicroFactory,
     reserved: int = 0,
     tile: RegisterTile | None = None,
+    peel_first: bool = False,
 ) -> list[Instruction]:
     """Loops over the register tiles of C, calling `micro` for each (full and remainder);
     `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
-    the analytical one."""
+    the analytical one. `peel_first`: the first column block outside the loop over them."""
     m, n, k = extents
     if tile is None:
         tile = choose(target, c.type.element, m, n, k, reserved)
     b = Builder(Region())
-    tile_block(b, tile, b.size(c, 0) if m is None else m, b.size(c, 1) if n is None else n, micro)
+    rows = b.size(c, 0) if m is None else m
+    tile_block(b, tile, rows, b.size(c, 1) if n is None else n, micro, peel_first=peel_first)
     return b.region.instructions
 
 
@@ -206,12 +236,13 @@ ColumnHook = Callable[[Builder, Index, int], None]
 
 
 def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory,
-               after: ColumnHook | None = None) -> None:  # fmt: skip
+               after: ColumnHook | None = None, peel_first: bool = False) -> None:  # fmt: skip
     """Cover an m x n block with register tiles of one shape and its remainder kernels (then
-    `after` for each column block of them)."""
+    `after` for each column block of them). `peel_first`: a static n's first column block
+    is emitted outside the loop over the others (its tiles see column 0 as a number)."""
     tiler = _Tiler(tile, m, micro, after)
     if isinstance(n, int):
-        _static_columns(b, tiler, n)
+        _static_columns(b, tiler, n, peel_first)
     else:
         _dynamic_columns(b, tiler, n)
 
@@ -250,13 +281,17 @@ class _Tiler:
             self.micro(body, row, col, rows, mr, width)
 
 
-def _static_columns(b: Builder, tiler: _Tiler, n: int) -> None:
+def _static_columns(b: Builder, tiler: _Tiler, n: int, peel_first: bool = False) -> None:
     nr = tiler.tile.nr
     full, tail = divmod(n, nr)
-    if full == 1:
+    start = 0  # column blocks emitted before the loop
+    if full and (peel_first or full == 1):
         tiler.rows(b, 0, nr)
-    elif full > 1:
-        with b.for_(0, full * nr, nr) as (body, col):
+        start = 1
+    if full - start == 1:
+        tiler.rows(b, start * nr, nr)
+    elif full - start > 1:
+        with b.for_(start * nr, full * nr, nr) as (body, col):
             tiler.rows(body, col, nr)
     if tail:
         tiler.rows(b, full * nr, tail)
