@@ -112,7 +112,10 @@ def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     an A ask for none of it, `nanokernel.resident_a`), more than one column block, and K
     loops that prefetch at all (not a gemm left to the hardware prefetchers). The first
     block's prefetches keep running past A into the next batch member's, which the
-    memory-bound batches use; every later block's took a load slot per line for nothing."""
+    memory-bound batches use; every later block's took a load slot per line for nothing.
+    Zen 3, paired against every block asking: W2's f64 20x9x20 in L2 1.09-1.14x (five
+    blocks, four of 20 x 2 tiles and one of 20 x 1); f32 56x9x9, 16^3 and 20x9x20, f64
+    56x9x9, 16^3 and 8^3, in L2 and from memory, 0.97-1.06x."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None or k >= RESIDENT_A_MIN_K or n <= tile.nr:
         return False
