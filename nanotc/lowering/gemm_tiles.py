@@ -115,7 +115,11 @@ def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     memory-bound batches use; every later block's took a load slot per line for nothing.
     Zen 3, paired against every block asking: W2's f64 20x9x20 in L2 1.09-1.14x (five
     blocks, four of 20 x 2 tiles and one of 20 x 1); f32 56x9x9, 16^3 and 20x9x20, f64
-    56x9x9, 16^3 and 8^3, in L2 and from memory, 0.97-1.06x."""
+    56x9x9, 16^3 and 8^3, in L2 and from memory, 0.97-1.06x (f32 56x9x9 from memory
+    1.03x and 1.17x). The remainder block first instead (emitted on its own anyway, so no
+    code is added) ran 0.72-0.92x from memory: its narrow tiles then wait for A. The peeled
+    block adds its tiles' code: cold compiles of f64 20x9x20 60 -> 83 ms, f32 56x9x9 (two
+    tiles a block) 84 -> 138 ms."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None or k >= RESIDENT_A_MIN_K or n <= tile.nr:
         return False
