@@ -534,7 +534,7 @@ def test_k_loops_over_an_a_that_stays_in_l1_prefetch_none_of_it(
 @pytest.mark.parametrize(
     ("target", "dt", "shape", "first_block_tiles"),
     [
-        ("avx2", "f64", (20, 9, 20), 1),  # 20 x 2 tiles: a looped block, then a 20 x 1
+        ("avx2", "f64", (20, 9, 20), 1),  # 20 x 2 tiles: one block peeled, three looped, a 20 x 1
         ("avx2", "f32", (16, 16, 16), 1),
         (ZEN3, "f32", (56, 9, 9), 2),  # 32 x 3 and 24 x 3 tiles down each column block
         (ZEN3, "f64", (8, 8, 8), 1),
