@@ -35,6 +35,7 @@ from nanotc.targets import Target
 NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
 DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
 DOT_DEPTH = 64  # the least K for them
+MIN_PEELED_LOOP = 3  # full column blocks from which the first leaves their loop
 Index = int | Value  # a static position or size, or an index value
 
 
@@ -84,25 +85,41 @@ def tile_gemm(
             cover = lambda b, micro: tile_block(b, tile, m, n, micro)  # noqa: E731
             return tiles_on_pairs(g, tile, (m, n, k), cover)
         once = fetches_a_once(g, target, tile)
-        return tile_output(g.c, extents, target, direct_micro(g, once), reserved, tile, once)
+        peel = once and peels_first_block(extents[1], tile)
+        micro = direct_micro(g, once, peel)
+        return tile_output(g.c, extents, target, micro, reserved, tile, peel)
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
 
 
-def direct_micro(g: Gemm, fetched_after_first: bool = False) -> MicroFactory:
-    """The direct path's `tile.gemm` on g's operands; with `fetched_after_first`, the tiles
-    right of C's first column block find A in L1 (`fetches_a_once`)."""
+def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False) -> MicroFactory:
+    """The direct path's `tile.gemm` on g's operands. With `a_once` (`fetches_a_once`), the
+    tiles of the column blocks after the first find A in L1: those emitted on their own
+    (the remainder's), and those of the loop over the blocks where the first block is
+    `peeled` out of it."""
 
     def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
-        first = isinstance(col, int) and col == 0
+        looped = not isinstance(col, int)
+        first = col == 0 if not looped else not peeled
         b.add(
             TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
-            fetched=fetched_after_first and not first,
+            fetched=a_once and not first,
         )  # fmt: skip
 
     return micro
+
+
+def peels_first_block(n: int | None, tile: RegisterTile) -> bool:
+    """Whether the first column block leaves the loop over the blocks, so that the loop's
+    blocks find A in L1 (`fetches_a_once`): where at least MIN_PEELED_LOOP full blocks
+    make the loop. The peeled block adds its tiles' code (cold compiles of f64 20x9x20
+    60 -> 83 ms, f32 56x9x9 with two tiles a block 84 -> 138 ms); for two full blocks
+    that bought nothing measurable (Zen 3, paired against the two in their loop: f32 and
+    f64 16^3 and f64 8^3, in L2 and from memory, 0.96-1.04x, one run 1.09x) and cost the
+    fused example 134 -> 166 ms."""
+    return n is not None and n // tile.nr >= MIN_PEELED_LOOP
 
 
 def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
@@ -117,9 +134,7 @@ def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     blocks, four of 20 x 2 tiles and one of 20 x 1); f32 56x9x9, 16^3 and 20x9x20, f64
     56x9x9, 16^3 and 8^3, in L2 and from memory, 0.97-1.06x (f32 56x9x9 from memory
     1.03x and 1.17x). The remainder block first instead (emitted on its own anyway, so no
-    code is added) ran 0.72-0.92x from memory: its narrow tiles then wait for A. The peeled
-    block adds its tiles' code: cold compiles of f64 20x9x20 60 -> 83 ms, f32 56x9x9 (two
-    tiles a block) 84 -> 138 ms."""
+    code is added) ran 0.72-0.92x from memory: its narrow tiles then wait for A."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None or k >= RESIDENT_A_MIN_K or n <= tile.nr:
         return False

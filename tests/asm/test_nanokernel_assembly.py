@@ -532,40 +532,42 @@ def test_k_loops_over_an_a_that_stays_in_l1_prefetch_none_of_it(
 
 
 @pytest.mark.parametrize(
-    ("target", "dt", "shape", "first_block_tiles"),
+    ("target", "dt", "shape", "fetched", "peeled"),
     [
-        ("avx2", "f64", (20, 9, 20), 1),  # 20 x 2 tiles: one block peeled, three looped, a 20 x 1
-        ("avx2", "f32", (16, 16, 16), 1),
-        (ZEN3, "f32", (56, 9, 9), 2),  # 32 x 3 and 24 x 3 tiles down each column block
-        (ZEN3, "f64", (8, 8, 8), 1),
-        ("avx2", "f32", (32, 32, 32), 0),  # K 32: no K loop asks for A (`resident_a`)
-        ("avx2", "f64", (96, 16, 24), 0),  # A 18 KiB, past half of L1: every block asks
+        # 20 x 2 tiles: the first block peeled, three looped, then a 20 x 1 remainder
+        ("avx2", "f64", (20, 9, 20), [False, True, True], True),
+        # 32 x 3 and 24 x 3 tiles down each of three blocks
+        (ZEN3, "f32", (56, 9, 9), [False, False, True, True], True),
+        # two blocks of 16 x 6 in their loop, the remainder 16 x 4 on its own
+        ("avx2", "f32", (16, 16, 16), [False, True], False),
+        (ZEN3, "f64", (56, 9, 9), [False, True], False),  # one block, then the remainder
+        (ZEN3, "f64", (8, 8, 8), [False], False),  # two blocks, no remainder: not peeled
+        ("avx2", "f32", (32, 32, 32), [False, False], False),  # K 32: `resident_a`
+        ("avx2", "f64", (96, 16, 24), [False, False], False),  # A 18 KiB: past half of L1
     ],
 )
 def test_only_the_first_column_block_prefetches_an_a_in_l1(
-    target: str | Target, dt: str, shape: tuple[int, int, int], first_block_tiles: int
-) -> None:
+    target: str | Target, dt: str, shape: tuple[int, int, int], fetched: list[bool],
+    peeled: bool,
+) -> None:  # fmt: skip
     """A short K loop over an A that stays in L1 asks for A's lines in C's first column
-    block of tiles only (peeled out of the loop over the blocks); the tiles right of it
-    find A in L1 (`tile.gemm.fetched`) and their K loops prefetch none of it."""
+    block of tiles only; the tiles of the later blocks find A in L1 (`tile.gemm.fetched`)
+    and their K loops prefetch none of it. The first block leaves the loop over the
+    blocks where three or more remain in it; else only the remainder's tiles gain."""
     text = batched_gemm(dt, *shape)
-    tiles = [line for line in nanotc.compile(text, target=target).tiled().splitlines()
-             if "tile.gemm" in line]  # fmt: skip
-    fetched = [".fetched" in line for line in tiles]
-    if first_block_tiles:
-        assert fetched == [False] * first_block_tiles + [True] * (len(tiles) - first_block_tiles)
-        assert all(re.search(r", 0\] rows", line) for line in tiles[:first_block_tiles])
-    else:
-        assert not any(fetched)
+    lines = nanotc.compile(text, target=target).tiled().splitlines()
+    tiles = [line for line in lines if "tile.gemm" in line]
+    assert [".fetched" in line for line in tiles] == fetched
+    if peeled:
+        assert re.search(r", 0\] rows", tiles[0])
+        assert not any(re.search(r"for %\w+ = 0,", line) for line in lines)
     size = 4 if dt == "f32" else 8
     a_prefetching = [
         any("prefetcht0" in i and f"\t{4 * shape[0] * size}(" in i for i in loop.instructions)
         for loop in asm.hot_loops(assembly(text, target), "k")
     ]
-    if first_block_tiles:
-        assert a_prefetching == [not f for f in fetched]
-    else:
-        assert all(a_prefetching) is (shape[2] < 32)
+    short = shape[2] < 32
+    assert a_prefetching == [short and not f for f in fetched]
 
 
 def test_row_panel_tiles_prefetch_no_a_in_their_k_loops() -> None:
