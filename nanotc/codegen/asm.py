@@ -19,15 +19,15 @@ _INDEXED = re.compile(r"\(%\w*,%\w+")  # (base,index[,scale]) or (,index,scale)
 
 @dataclass(frozen=True)
 class Loop:
-    """The lines from a label to the last jump back to it: a loop with its inner loops."""
+    """A natural loop of the control-flow graph: the blocks of its header (`label`) and of
+    every path back to it, with its inner loops, wherever the code layout places them."""
 
     label: str
-    start: int  # line index of the label
-    end: int  # line index of the last back edge
-    instructions: tuple[str, ...]
+    blocks: frozenset[int]  # indices of the function's basic blocks
+    instructions: tuple[str, ...]  # of its blocks, in the order of the code
 
     def contains(self, other: Loop) -> bool:
-        return self.start <= other.start and other.end <= self.end and self != other
+        return other.blocks < self.blocks
 
     def count(self, mnemonic_prefix: str) -> int:
         return sum(1 for i in self.instructions if i.split()[0].startswith(mnemonic_prefix))
@@ -48,6 +48,13 @@ class Loop:
         return set(re.findall(rf"%({kind}\d+)", " ".join(self.instructions)))
 
 
+@dataclass(frozen=True)
+class _Block:
+    label: str | None
+    instructions: tuple[str, ...]
+    successors: tuple[int, ...]
+
+
 def function_lines(assembly: str, name: str) -> list[str]:
     """The instruction and label lines of one function (directives and comments dropped)."""
     lines = assembly.splitlines()
@@ -62,18 +69,93 @@ def function_lines(assembly: str, name: str) -> list[str]:
 
 
 def loops(assembly: str, function: str) -> list[Loop]:
-    """Every loop of a function."""
-    lines = function_lines(assembly, function)
-    found = []
-    for i, line in enumerate(lines):
-        m = _LABEL.match(line)
-        if not m:
+    """Every loop of a function: one per header, the natural loop of its back edges (jumps
+    to a block that dominates the jump). Found on the control-flow graph, not the text, as
+    LLVM may place an inner loop's blocks before or after its outer loop's."""
+    blocks = _basic_blocks(function_lines(assembly, function))
+    predecessors = _predecessors(blocks)
+    dominators = _dominators(predecessors)
+    bodies: dict[int, set[int]] = {}
+    for tail, block in enumerate(blocks):
+        for head in block.successors:
+            if head in dominators[tail]:
+                bodies.setdefault(head, set()).update(_natural_loop(predecessors, tail, head))
+    return [
+        Loop(
+            blocks[head].label or f"<block {head}>",
+            frozenset(body),
+            tuple(i for b in sorted(body) for i in blocks[b].instructions),
+        )
+        for head, body in sorted(bodies.items())
+    ]
+
+
+def _basic_blocks(lines: list[str]) -> list[_Block]:
+    """The function's basic blocks in code order: each starts at a label or after a jump."""
+    pieces: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in lines:
+        label = _LABEL.match(line)
+        if label:
+            pieces.append((label.group(1), []))
             continue
-        back = [j for j in range(i + 1, len(lines)) if _jump_target(lines[j]) == m.group(1)]
-        if back:
-            body = tuple(x.strip() for x in lines[i + 1 : back[-1] + 1] if not _LABEL.match(x))
-            found.append(Loop(m.group(1), i, back[-1], body))
+        pieces[-1][1].append(line)
+        if line.lstrip().startswith(("j", "ret", "ud2")):
+            pieces.append((None, []))
+    # the entry, labelled blocks and the blocks after conditional jumps
+    pieces = [p for i, p in enumerate(pieces) if i == 0 or p[0] is not None or p[1]]
+    index = {label: i for i, (label, _) in enumerate(pieces) if label is not None}
+    return [
+        _Block(label, tuple(x.strip() for x in lines), _successors(lines, i, len(pieces), index))
+        for i, (label, lines) in enumerate(pieces)
+    ]
+
+
+def _successors(lines: list[str], i: int, count: int, index: dict[str, int]) -> tuple[int, ...]:
+    """Where block `i` (of `count`) goes: its jump's target (when a label of the function:
+    not for indirect jumps), then the next block unless it ends in jmp, ret or ud2."""
+    last = lines[-1] if lines else ""
+    target = _jump_target(last)
+    successors = [index[target]] if target in index else []
+    if not last.lstrip().startswith(("jmp", "ret", "ud2")) and i + 1 < count:
+        successors.append(i + 1)
+    return tuple(successors)
+
+
+def _dominators(predecessors: list[list[int]]) -> list[set[int]]:
+    """For each block, the blocks on every path to it from the entry (iterated to a fixed
+    point; unreachable blocks keep all blocks)."""
+    everything = set(range(len(predecessors)))
+    dominators = [{0}] + [set(everything) for _ in predecessors[1:]]
+    changed = True
+    while changed:
+        changed = False
+        for i in range(1, len(predecessors)):
+            incoming = [dominators[p] for p in predecessors[i]]
+            new = set.intersection(*incoming) | {i} if incoming else {i}
+            if new != dominators[i]:
+                dominators[i], changed = new, True
+    return dominators
+
+
+def _natural_loop(predecessors: list[list[int]], tail: int, head: int) -> set[int]:
+    """The header and the blocks from which the back edge's `tail` is reached without
+    passing through the header."""
+    found = {head, tail}
+    work = [tail] if tail != head else []
+    while work:
+        for p in predecessors[work.pop()]:
+            if p not in found:
+                found.add(p)
+                work.append(p)
     return found
+
+
+def _predecessors(blocks: list[_Block]) -> list[list[int]]:
+    predecessors: list[list[int]] = [[] for _ in blocks]
+    for i, block in enumerate(blocks):
+        for j in block.successors:
+            predecessors[j].append(i)
+    return predecessors
 
 
 def _jump_target(line: str) -> str | None:
