@@ -105,15 +105,15 @@ def _basic_blocks(lines: list[str]) -> list[_Block]:
     pieces = [p for i, p in enumerate(pieces) if i == 0 or p[0] is not None or p[1]]
     index = {label: i for i, (label, _) in enumerate(pieces) if label is not None}
     return [
-        _Block(label, tuple(x.strip() for x in lines), _successors(lines, i, len(pieces), index))
-        for i, (label, lines) in enumerate(pieces)
+        _Block(label, tuple(x.strip() for x in body), _successors(body, i, len(pieces), index))
+        for i, (label, body) in enumerate(pieces)
     ]
 
 
-def _successors(lines: list[str], i: int, count: int, index: dict[str, int]) -> tuple[int, ...]:
+def _successors(body: list[str], i: int, count: int, index: dict[str, int]) -> tuple[int, ...]:
     """Where block `i` (of `count`) goes: its jump's target (when a label of the function:
     not for indirect jumps), then the next block unless it ends in jmp, ret or ud2."""
-    last = lines[-1] if lines else ""
+    last = body[-1] if body else ""
     target = _jump_target(last)
     successors = [index[target]] if target in index else []
     if not last.lstrip().startswith(("jmp", "ret", "ud2")) and i + 1 < count:
