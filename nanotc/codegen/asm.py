@@ -15,6 +15,8 @@ _LABEL = re.compile(r"^(\.?[\w.$]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+(\.?[\w.$]+)")
 _STACK = re.compile(r"\(%rsp\)")  # %rbp is an ordinary register: no frame pointers
 _INDEXED = re.compile(r"\(%\w*,%\w+")  # (base,index[,scale]) or (,index,scale)
+_NO_FALL_THROUGH = ("jmp", "ret", "ud2")  # mnemonics after which the next block is not run
+_ENDS_BLOCK = ("j", "ret", "ud2")  # every jump, conditional or not
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def _basic_blocks(lines: list[str]) -> list[_Block]:
             pieces.append((label.group(1), []))
             continue
         pieces[-1][1].append(line)
-        if line.lstrip().startswith(("j", "ret", "ud2")):
+        if line.lstrip().startswith(_ENDS_BLOCK):
             pieces.append((None, []))
     # the entry, labelled blocks and the blocks after conditional jumps
     pieces = [p for i, p in enumerate(pieces) if i == 0 or p[0] is not None or p[1]]
@@ -116,7 +118,7 @@ def _successors(body: list[str], i: int, count: int, index: dict[str, int]) -> t
     last = body[-1] if body else ""
     target = _jump_target(last)
     successors = [index[target]] if target in index else []
-    if not last.lstrip().startswith(("jmp", "ret", "ud2")) and i + 1 < count:
+    if not last.lstrip().startswith(_NO_FALL_THROUGH) and i + 1 < count:
         successors.append(i + 1)
     return tuple(successors)
 
