@@ -10,7 +10,7 @@ eighth of L1 (f32 8^3: 8 ahead, 1.12-1.21x against 1 ahead; f64 8^3: 4, 1.01-1.0
 and 20x9x20: 2, 0.95-1.08x).
 
 Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 that
-the target's memory bandwidth does not bound (`left_to_hardware`):
+the target's hardware prefetchers are not left to stream (`left_to_hardware`):
 
 - Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
   shapes and strides. Each `tile.gemm` on such views gets the next member's views
@@ -124,16 +124,20 @@ def _prefetched_up_front(g: Gemm, target: Target) -> bool:
 
 
 def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
-    """A member (static shapes) that takes longer to come from memory, at the target's
-    measured bandwidth, than to compute at its peak: the hardware prefetchers stream the
-    batch's sequential A, B and C as fast as memory allows, and prefetch instructions only
-    get in their way. On Zen 4 (6.7 bytes a cycle), one thread, W2's memory-bound batches
-    ran 1.03-1.45x faster without them on every such member (f32 8^3 to 35x9x35, f64 8^3
-    to 35x9x35; f64 56x9x9 0.97-1.01x), and 0.47-0.89x on the members that compute longer
-    than they load (f32 and f64 32^3, 64^3), which keep them. The same holds for the K loop's
-    prefetch of A's later columns (`GemmNanokernel.prefetches_a`): f64 16^3, 20x9x20 and
-    35x9x35 ran 1.04-1.25x faster without it."""
-    if target.memory_bytes_per_cycle <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
+    """A member (static shapes) that needs more bytes per cycle of its compute at the peak
+    than the target's `hardware_prefetch_bytes_per_cycle`: the hardware prefetchers stream
+    the batch's sequential A, B and C, and prefetch instructions only get in their way.
+
+    On Zen 4 the rate is one core's memory bandwidth (6.7 bytes a cycle): W2's batches from
+    memory, one thread, ran 1.03-1.45x faster without prefetch instructions on every member
+    that loads longer than it computes (f32 8^3 to 35x9x35, f64 8^3 to 35x9x35; f64 56x9x9
+    0.97-1.01x), and 0.47-0.89x on the members that compute longer (f32 and f64 32^3,
+    64^3), which keep them. The same held for the K loop's prefetch of A's later columns
+    (`GemmNanokernel.prefetches_a`): f64 16^3, 20x9x20 and 35x9x35 1.04-1.25x without it.
+    Zen 3's prefetchers keep up only with the smallest members: 22 bytes a cycle, between
+    f32 16x8x8 and f64 8x8x16 (20 bytes, 0.90-0.94x without) and 8^3 (24, 1.03-1.16x)."""
+    rate = target.hardware_prefetch_bytes_per_cycle
+    if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
@@ -141,8 +145,7 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
     flops_per_cycle = 2 * target.lanes(compute) * target.fma_per_cycle
     flops_per_cycle *= target.bf16_dot_rate if dot else 1
-    memory_cycles = _member_bytes(g) / target.memory_bytes_per_cycle
-    return memory_cycles > 2 * m * n * k / flops_per_cycle
+    return _member_bytes(g) / rate > 2 * m * n * k / flops_per_cycle
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:

@@ -49,9 +49,9 @@ class Target:
     # there a narrower vector's FMA costs its share of one, so a tile's short last vector
     # computes at its own width (Zen 4: 256, two per cycle)
     fma_unit_bits: int = 0
-    # memory bandwidth of one core in bytes per cycle, where measured (else 0): batch members
-    # that would wait on it are left to the hardware prefetchers (`lowering.prefetch`)
-    memory_bytes_per_cycle: float = 0.0
+    # bytes per cycle of a batch member's compute at the peak above which the member is left
+    # to the hardware prefetchers, where measured (else 0: never; `lowering.prefetch`)
+    hardware_prefetch_bytes_per_cycle: float = 0.0
     # width of the vectors that stream operands from memory fastest, where narrower than the
     # registers (else 0): element-wise loops and reductions over operands of two L3s or more
     # use it (`codegen/llvm/blas_vector.py`; Zen 4: 256, 1.01-1.18x from memory)
@@ -176,26 +176,35 @@ def host() -> Target:
 
 # Rates measured per CPU (LLVM's name) and vector width, where they differ from the defaults.
 # Zen 4 with AVX-512: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits
-# (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, and
-# streams from memory 4-10% faster in 256-bit vectors than in 512-bit ones
-# (docs/benchmarks.md). Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with
-# 2 x 6 f32 tiles (64 bytes of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on
-# 48x512x4608 and 49x512x4608, which is about 12 bytes a cycle; and A packed ran faster than
-# A reread where it lies wherever A and B overflow half of L2 (with the K loops aligned:
-# W3's 196x1024x256 1.02-1.09x, 49x2048x512 1.02-1.08x, 49x512x4608 1.3-1.5x, W1 f32 256^3
-# 1.37-1.49x; reread, 196x1024x512 ran 0.72-0.77x and 196x256x1024 0.67-0.70x), where on
-# Zen 4 rereading won (1.18x and 1.5x). Zen 3's short static K loops ran faster two k steps
-# an iteration than one (paired, one process: W2 in L2 f32 32^3 1.13x, 64x64x256 1.06x,
-# 56x9x9 1.02x, f64 16^3, 35x9x35 and 64^3 1.02x, none below 0.99x; W3's 3136x64x64,
-# 196x256x2304 and 49x2048x512 1.04-1.05x, 12544x64x147 1.03x, 784x128x1152 1.02x).
+# (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, the rate
+# from which W2's members ran faster left to the hardware prefetchers, and streams from memory
+# 4-10% faster in 256-bit vectors than in 512-bit ones (docs/benchmarks.md).
+#
+# Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with 2 x 6 f32 tiles (64 bytes
+# of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on 48x512x4608 and 49x512x4608, which
+# is about 12 bytes a cycle; and A packed ran faster than A reread where it lies wherever A and B
+# overflow half of L2 (with the K loops aligned: W3's 196x1024x256 1.02-1.09x, 49x2048x512
+# 1.02-1.08x, 49x512x4608 1.3-1.5x, W1 f32 256^3 1.37-1.49x; reread, 196x1024x512 ran 0.72-0.77x
+# and 196x256x1024 0.67-0.70x), where on Zen 4 rereading won (1.18x and 1.5x). Zen 3's short
+# static K loops ran faster two k steps an iteration than one (paired, one process: W2 in L2 f32
+# 32^3 1.13x, 64x64x256 1.06x, 56x9x9 1.02x, f64 16^3, 35x9x35 and 64^3 1.02x, none below 0.99x;
+# W3's 3136x64x64, 196x256x2304 and 49x2048x512 1.04-1.05x, 12544x64x147 1.03x, 784x128x1152
+# 1.02x). Zen 3's batches from memory ran faster with the software prefetches up to members of 20
+# bytes a cycle of compute (f32 16x8x8 0.90-0.91x without, f64 8x8x16 0.92-0.94x, 56x9x9 at 15
+# bytes 0.54x), slower from 24 (f32 and f64 8^3: 1.00-1.16x without, median 1.06x, eleven runs).
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
         "fma_unit_bits": 256,
-        "memory_bytes_per_cycle": 6.7,
+        "hardware_prefetch_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
     },
-    ("znver3", 256): {"l2_bytes_per_cycle": 12.0, "rereads_a_from_l2": False, "k_unroll": 2},
+    ("znver3", 256): {
+        "l2_bytes_per_cycle": 12.0,
+        "rereads_a_from_l2": False,
+        "k_unroll": 2,
+        "hardware_prefetch_bytes_per_cycle": 22.0,
+    },
 }
 
 

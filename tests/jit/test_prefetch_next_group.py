@@ -19,7 +19,7 @@ from nanotc.codegen.asm import hot_loops
 from nanotc.lowering.prefetch import first_line, lines_per_step
 from nanotc.targets import MEASURED_RATES, get, host
 
-from .helpers import ZEN4, compiled, needs_host, runnable
+from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable
 
 PREFETCHING = ("avx512", "avx2")
 """Targets whose batched gemms prefetch the next group: avx512, whose caches the rules were
@@ -318,20 +318,58 @@ def test_members_the_hardware_prefetches_results(
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
+ZEN3_HARDWARE_PREFETCHED = [
+    ("f32", (8, 8, 8), False), ("f64", (8, 8, 8), False),
+    ("f32", (16, 8, 8), True), ("f64", (8, 8, 16), True),
+]  # fmt: skip
+"""(type, M x N x K, whether the compiler prefetches) of batches on the Zen 3 host: 8^3
+needs 24 bytes a cycle of its compute, past the crossover measured there (22); f32 16x8x8
+and f64 8x8x16 need 20."""
+
+
+@pytest.mark.parametrize(("ty", "shape", "prefetched"), ZEN3_HARDWARE_PREFETCHED)
+def test_zen3_leaves_only_the_smallest_members_to_the_hardware(
+    ty: str, shape: tuple[int, int, int], prefetched: bool
+) -> None:
+    """Zen 3's hardware prefetchers keep up with a batch only where its members are tiny:
+    8^3 is neither streamed nor prefetches A in its K loops; slightly larger members are
+    streamed (compiled on any host)."""
+    compilation = compiled(batched(ty, *shape), ZEN3)
+    assert ("next a %" in compilation.tiled()) is prefetched
+    assert ("prefetch" in compilation.assembly()) is prefetched
+
+
+@needs_host(ZEN3)
+@pytest.mark.parametrize(("ty", "shape", "prefetched"), ZEN3_HARDWARE_PREFETCHED)
+def test_zen3_members_the_hardware_prefetches_results(
+    ty: str, shape: tuple[int, int, int], prefetched: bool, rng
+) -> None:
+    m, n, k = shape
+    dt = np.float32 if ty == "f32" else np.float64
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, 5)).astype(dt))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, 5)).astype(dt))
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, 5)).astype(dt))
+    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+    compiled(batched(ty, m, n, k), ZEN3)["k"](a, b, c, group_size=5)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
 def test_host_takes_the_rates_measured_for_its_cpu() -> None:
     import llvmlite.binding as llvm
 
     rates = MEASURED_RATES.get((llvm.get_host_cpu_name(), host().vector_bits), {})
     assert host().fma_per_cycle == rates.get("fma_per_cycle", 2.0)
     assert host().l2_bytes_per_cycle == rates.get("l2_bytes_per_cycle", 20.0)
-    assert host().memory_bytes_per_cycle == rates.get("memory_bytes_per_cycle", 0.0)
+    assert host().hardware_prefetch_bytes_per_cycle == rates.get(
+        "hardware_prefetch_bytes_per_cycle", 0.0
+    )
     assert host().fma_unit_bits == rates.get("fma_unit_bits", 0)
     assert host().stream_vector_bits == rates.get("stream_vector_bits", 0)
 
 
-def test_every_member_is_prefetched_where_memory_bandwidth_is_unknown() -> None:
+def test_every_member_is_prefetched_where_no_crossover_is_measured() -> None:
     target = get("avx512")
-    assert target.memory_bytes_per_cycle == 0
+    assert target.hardware_prefetch_bytes_per_cycle == 0
     assert "next a %" in compiled(batched("f32", 16, 16, 16), target).tiled()
 
 
