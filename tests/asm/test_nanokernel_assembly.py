@@ -541,7 +541,7 @@ def test_k_loops_over_an_a_that_stays_in_l1_prefetch_none_of_it(
         # two blocks of 16 x 6 in their loop, the remainder 16 x 4 on its own
         ("avx2", "f32", (16, 16, 16), [False, True], False),
         (ZEN3, "f64", (56, 9, 9), [False, True], False),  # one block, then the remainder
-        (ZEN3, "f64", (8, 8, 8), [False], False),  # two blocks, no remainder: not peeled
+        (ZEN3, "f64", (8, 8, 16), [False], False),  # two blocks, no remainder: not peeled
         ("avx2", "f32", (32, 32, 32), [False, False], False),  # K 32: `resident_a`
         ("avx2", "f64", (96, 16, 24), [False, False], False),  # A 18 KiB: past half of L1
     ],
