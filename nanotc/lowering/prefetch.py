@@ -102,8 +102,22 @@ def _add_next_views(
 def lines_per_step(lines: int, tile_elements: int, c_elements: int, depth: int) -> int:
     """Lines of a next-member view that one K step of a tile prefetches: the tile's share of
     them (as its part of C's elements), spread over its `depth` K steps, at least one."""
-    share = -(-tile_elements * lines // c_elements)
-    return max(1, -(-share // depth))
+    return max(1, -(-_share(lines, tile_elements, c_elements) // depth))
+
+
+def lines_asked(lines: int, tile_elements: int, c_elements: int, depth: int) -> int:
+    """Lines of a next-member view a tile asks for, from its first: its share rounded up to
+    whole K steps. Its later K steps ask for the last of them again, not for the next tile's
+    lines: a tile of f32 64^3 (a share of 6 lines) that asked for one new line every one of
+    its 64 K steps ran W2's batch from memory 0.83-0.93x (32^3 0.88x)."""
+    per_step = lines_per_step(lines, tile_elements, c_elements, depth)
+    steps = -(-_share(lines, tile_elements, c_elements) // per_step)
+    return min(depth, steps) * per_step
+
+
+def _share(lines: int, tile_elements: int, c_elements: int) -> int:
+    """A tile's share of a view's lines: as its part of C's elements, rounded up."""
+    return -(-tile_elements * lines // c_elements)
 
 
 def first_line(elements_before: int, lines: int, c_elements: int) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nanotc.codegen.asm import hot_loops
-from nanotc.lowering.prefetch import first_line, lines_per_step
+from nanotc.lowering.prefetch import first_line, lines_asked, lines_per_step
 from nanotc.targets import MEASURED_RATES, get, host
 
 from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable
@@ -92,17 +92,34 @@ def test_the_tiles_shares_cover_every_line(
 ) -> None:
     """C's tiles as gemm tiling makes them (column blocks of nr, the last one narrower; row
     tiles of mr, the last one masked): every line of a view in some tile's share, and no
-    tile asking for more than its share rounded up to whole K steps."""
+    tile asking for more than its share rounded up to whole K steps, nor for lines of the
+    tiles after it beyond that."""
     covered: set[int] = set()
     for col in range(0, n, nr):
         width = min(nr, n - col)
         for row in range(0, m, mr):
             first = first_line(col * m + row * width, lines, m * n)
             per_step = lines_per_step(lines, mr * width, m * n, k)
+            asked = lines_asked(lines, mr * width, m * n, k)
             share = -(-mr * width * lines // (m * n))
-            assert k * per_step <= share + k - 1  # the share, rounded up to whole K steps
-            covered.update(range(first, min(first + k * per_step, lines)))
+            assert asked <= min(share + per_step - 1, k * per_step)
+            covered.update(range(first, min(first + asked, lines)))
     assert covered == set(range(lines))
+
+
+def test_a_tile_asks_for_no_lines_past_its_share() -> None:
+    """The one 16 x 24 tile of f32 16x24x16 (avx512) runs as three groups of 8 columns, whose
+    fully unrolled K steps each ask for their share of each next-member view and then for
+    the share's last line again, not on into the next group's lines: in program order every
+    view's lines are asked for once through, in order."""
+    code = compiled(batched("f32", 16, 24, 16), "avx512").assembly()
+    asked: dict[tuple[str, str], list[int]] = {}
+    for kind, offset, address in re.findall(r"(prefetch\w+)\s+(-?\d*)\(([^)]*)\)", code):
+        asked.setdefault((kind, address), []).append(int(offset or 0) // 64)
+    assert len(asked) == 3  # next A, B (prefetcht0) and C (prefetchw)
+    for lines in asked.values():
+        assert lines == sorted(lines)
+        assert set(lines) == set(range(max(lines) + 1))
 
 
 @pytest.mark.parametrize(

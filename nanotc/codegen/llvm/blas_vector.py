@@ -47,6 +47,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     memref_element,
+    minimum,
     mul,
     on_element_boundary,
     read,
@@ -130,7 +131,7 @@ class VectorLoops:
         bytes_to_boundary = b.and_(b.neg(address), const(boundary - 1))
         elements = b.udiv(bytes_to_boundary, const(size))
         count = b.select(on_element_boundary(b, stream), elements, const(0))
-        return b.select(b.icmp_signed("<", count, as_value(b, n)), count, as_value(b, n))
+        return as_value(b, minimum(b, count, n))
 
     def streaming(self, u: OutputUpdate, out: MemrefValue, elements: Dim,
                   streams: Sequence[MemrefValue]) -> Streaming:  # fmt: skip

@@ -56,6 +56,13 @@ def sub(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
     return b.sub(as_value(b, x), as_value(b, y))
 
 
+def minimum(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
+    if isinstance(x, int) and isinstance(y, int):
+        return min(x, y)
+    x, y = as_value(b, x), as_value(b, y)
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
 def div(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
     """Exact division of extents (the checker guarantees divisibility where it is static)."""
     if isinstance(x, int) and isinstance(y, int):

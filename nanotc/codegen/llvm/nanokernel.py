@@ -22,6 +22,7 @@ from nanotc.codegen.llvm.helpers import (
     for_range,
     load_scalar,
     loop_runs,
+    minimum,
     mul,
     opaque_value,
     prefetch,
@@ -50,7 +51,7 @@ from nanotc.lowering.nanokernel import (
     GemmNanokernel,
     plan,
 )
-from nanotc.lowering.prefetch import lines_per_step
+from nanotc.lowering.prefetch import lines_asked, lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
@@ -104,22 +105,17 @@ class _TileOfC:
 @dataclasses.dataclass(frozen=True)
 class _LineShare:
     """Lines of one view a tile prefetches: `per_step` lines per K step from line `first`,
-    none past line `last` (the view's last)."""
+    none past line `end` (the last of its share, or of the view)."""
 
     base: ir.Value
     first: Dim
     per_step: int
-    last: int
+    end: Dim
     write: bool
 
     def prefetch(self, b: ir.IRBuilder, k: Dim) -> None:
         for i in range(self.per_step):
-            line = add(b, self.first, add(b, mul(b, k, self.per_step), i))
-            if isinstance(line, int):
-                line = min(line, self.last)
-            else:
-                within = b.icmp_unsigned("<", line, const(self.last))
-                line = b.select(within, line, const(self.last))
+            line = minimum(b, add(b, self.first, add(b, mul(b, k, self.per_step), i)), self.end)
             offset = as_value(b, mul(b, line, CACHE_LINE_BYTES))
             prefetch(b, b.gep(self.base, [offset], source_etype=I8), self.write)
 
@@ -471,8 +467,10 @@ class NanokernelEmitter:
         for view, write in inst.next_views():
             lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
-            per_step = lines_per_step(lines, inst.mr * self.p.columns, m * n, depth)
-            shares.append(_LineShare(self.e.value(view).ptr, first, per_step, lines - 1, write))
+            tile = inst.mr * self.p.columns
+            per_step = lines_per_step(lines, tile, m * n, depth)
+            end = minimum(b, add(b, first, lines_asked(lines, tile, m * n, depth) - 1), lines - 1)
+            shares.append(_LineShare(self.e.value(view).ptr, first, per_step, end, write))
         return shares
 
     def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:

@@ -32,6 +32,7 @@ from nanotc.codegen.llvm.helpers import (
     for_range,
     load_scalar,
     memref_element,
+    minimum,
     mul,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, update_output, write_output
@@ -57,7 +58,7 @@ SHORT_PANEL_BYTES = 256
 @emits(TileMin)
 def _min(e: FunctionEmitter, inst: TileMin) -> None:
     x, y = e.index_value(inst.lhs), e.index_value(inst.rhs)
-    e.define(inst.result, e.b.select(e.b.icmp_signed("<", x, y), x, y))
+    e.define(inst.result, as_value(e.b, minimum(e.b, x, y)))
 
 
 @emits(TileScale)
@@ -238,7 +239,7 @@ class _PackedBlock:
         """One VNNI pair row element by element (rows of op(X) apart in memory)."""
         b = self.b
         second, inside = self._second_column(k)
-        rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
+        rows = as_value(b, minimum(b, valid, self.panel))
         zero = ir.Constant(I16, 0)
         with for_range(b, 0, rows, name="row", vectorize=False) as i:
             row = b.add(first_row, i)
@@ -312,7 +313,7 @@ class _PackedBlock:
     def copy_elements(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
         """Rows below `valid` copied one by one, the rest of the panel column zeroed."""
         b = self.b
-        rows = b.select(b.icmp_signed("<", valid, const(self.panel)), valid, const(self.panel))
+        rows = as_value(b, minimum(b, valid, self.panel))
         with for_range(b, 0, rows, name="row", vectorize=False) as i:
             ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
             if self.src_t == self.dst_t:
