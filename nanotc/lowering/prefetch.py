@@ -45,6 +45,11 @@ from nanotc.lowering.register_tile import SMALL_GEMM_L1_SHARE
 from nanotc.targets import Target
 
 L2_SHARE = 4  # prefetched operands are at most a quarter of L2
+# K steps after a tile's share of the next member's lines from which they run as a loop of
+# their own, asking for nothing: a second K loop costs a tile about what 26 steps' asks (of
+# the share's last line, again) cost (W2's f32 32^3 from memory on a Zen 3, against one
+# loop: 0.92-0.98x), and less than 58 steps' (64^3: f32 1.05-1.14x, f64 1.03-1.08x)
+QUIET_LOOP_STEPS = 48
 LEAD_L1_SHARE = 8  # the prefetched members ahead fill this share of L1
 STREAMED_TYPES = (ScalarType.F32, ScalarType.F64)
 
@@ -109,7 +114,7 @@ def lines_asked(lines: int, tile_elements: int, c_elements: int, depth: int) -> 
     """Lines of a next-member view a tile asks for, from its first: its share rounded up to
     whole K steps. Its later K steps ask for the last of them again, not for the next tile's
     lines: a tile of f32 64^3 (a share of 6 lines) that asked for one new line every one of
-    its 64 K steps ran W2's batch from memory 0.83-0.93x (32^3 0.88x)."""
+    its 64 K steps ran W2's batch from memory on a Zen 3 0.91-0.94x (32^3 0.89-0.90x)."""
     per_step = lines_per_step(lines, tile_elements, c_elements, depth)
     steps = -(-_share(lines, tile_elements, c_elements) // per_step)
     return min(depth, steps) * per_step

@@ -6,6 +6,7 @@ store of the tile."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -51,7 +52,7 @@ from nanotc.lowering.nanokernel import (
     GemmNanokernel,
     plan,
 )
-from nanotc.lowering.prefetch import lines_asked, lines_per_step
+from nanotc.lowering.prefetch import QUIET_LOOP_STEPS, lines_asked, lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
@@ -105,11 +106,13 @@ class _TileOfC:
 @dataclasses.dataclass(frozen=True)
 class _LineShare:
     """Lines of one view a tile prefetches: `per_step` lines per K step from line `first`,
-    none past line `end` (the last of its share, or of the view)."""
+    none past line `end` (the last of its share, or of the view), all of them in the first
+    `steps` K steps."""
 
     base: ir.Value
     first: Dim
     per_step: int
+    steps: int
     end: Dim
     write: bool
 
@@ -292,11 +295,11 @@ class NanokernelEmitter:
         shares = self._next_member_shares(depth)
         count = len(acc)
 
-        def step(k: Dim, carried: list[ir.Value]) -> list[ir.Value]:
+        def step(k: Dim, carried: list[ir.Value], fetching: bool = True) -> list[ir.Value]:
             acc, groups = carried[:count], carried[count:]
             if p.prefetches_a:
                 self._prefetch_a(a, a_base, a_k_stride, k)
-            for share in shares:
+            for share in shares if fetching else ():
                 share.prefetch(b, k)
 
             def a_vector(v: int) -> ir.Value:
@@ -316,7 +319,8 @@ class NanokernelEmitter:
             for k in range(depth):
                 carried = step(k, carried)
         else:
-            carried = self._unrolled_loop(depth, carried, step)
+            fetching = max((share.steps for share in shares), default=0)
+            carried = self._k_loops(depth, carried, step, fetching)
         return carried[:count]
 
     def _fmas(self, acc: Accumulators, a_vector: Callable[[int], ir.Value],
@@ -430,9 +434,44 @@ class NanokernelEmitter:
         rows = self.e.index_value(self.inst.rows)
         return vec.dynamic_mask(self.b, 2 * p.lanes, first * p.lanes, rows)
 
+    def _k_loops(self, depth: Dim, acc: Accumulators, step: Callable[..., Accumulators],
+                 fetching: int) -> Accumulators:  # fmt: skip
+        """The K loop, whose first `fetching` steps ask for the tile's share of the next
+        member's lines. Where many steps follow them (`lowering.prefetch.QUIET_LOOP_STEPS`),
+        those steps, rounded up to whole iterations, run as a loop of their own, and the
+        others ask for nothing."""
+        unroll = self.p.k_unroll
+        assert unroll is not None
+        lead = -(-fetching // unroll) * unroll
+        if not fetching or not isinstance(depth, int) or depth - lead < QUIET_LOOP_STEPS:
+            return self._unrolled_loop(depth, acc, step)
+        acc = carried_loop(self.b, 0, lead, unroll, acc, self._unrolled(step), name="k.fetch",
+                           unroll=False, aligned=True)  # fmt: skip
+        return self._unrolled_loop(depth, acc, functools.partial(step, fetching=False), lead)
+
+    def _unrolled(
+        self, step: Callable[[Dim, Accumulators], Accumulators]
+    ) -> Callable[[ir.Value, Accumulators], Accumulators]:
+        """One iteration of a K loop: `k_unroll` steps from k."""
+        b, unroll = self.b, self.p.k_unroll
+        assert unroll is not None
+
+        def unrolled(k: ir.Value, acc: Accumulators) -> Accumulators:
+            for u in range(unroll):
+                acc = step(add(b, k, u), acc)
+            return acc
+
+        return unrolled
+
     def _unrolled_loop(
-        self, depth: Dim, acc: Accumulators, step: Callable[[Dim, Accumulators], Accumulators]
+        self,
+        depth: Dim,
+        acc: Accumulators,
+        step: Callable[[Dim, Accumulators], Accumulators],
+        start: int = 0,
     ) -> Accumulators:
+        """K steps from `start` (a multiple of `k_unroll`) to `depth`, `k_unroll` an
+        iteration, then a loop over the remainder."""
         b, unroll = self.b, self.p.k_unroll
         assert unroll is not None
         whole = unroll == 1 or (isinstance(depth, int) and depth % unroll == 0)
@@ -442,13 +481,9 @@ class NanokernelEmitter:
             main = depth // unroll * unroll
         else:
             main = sub(b, depth, b.srem(depth, const(unroll)))
-
-        def unrolled(k: ir.Value, acc: Accumulators) -> Accumulators:
-            for u in range(unroll):
-                acc = step(add(b, k, u), acc)
-            return acc
-
-        acc = carried_loop(b, 0, main, unroll, acc, unrolled, name="k", unroll=False, aligned=True)
+        unrolled = self._unrolled(step)
+        acc = carried_loop(b, start, main, unroll, acc, unrolled, name="k", unroll=False,
+                           aligned=True)  # fmt: skip
         if whole:  # no remainder loop for LLVM to prove empty
             return acc
         return carried_loop(b, main, depth, 1, acc, step, name="k.rest", unroll=False)
@@ -469,8 +504,10 @@ class NanokernelEmitter:
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
             tile = inst.mr * self.p.columns
             per_step = lines_per_step(lines, tile, m * n, depth)
-            end = minimum(b, add(b, first, lines_asked(lines, tile, m * n, depth) - 1), lines - 1)
-            shares.append(_LineShare(self.e.value(view).ptr, first, per_step, end, write))
+            asked = lines_asked(lines, tile, m * n, depth)
+            end = minimum(b, add(b, first, asked - 1), lines - 1)
+            base = self.e.value(view).ptr
+            shares.append(_LineShare(base, first, per_step, asked // per_step, end, write))
         return shares
 
     def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:
