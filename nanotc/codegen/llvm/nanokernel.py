@@ -502,9 +502,9 @@ class NanokernelEmitter:
         for view, write in inst.next_views():
             lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
-            tile = inst.mr * self.p.columns
-            per_step = lines_per_step(lines, tile, m * n, depth)
-            asked = lines_asked(lines, tile, m * n, depth)
+            tile_elements = inst.mr * self.p.columns
+            per_step = lines_per_step(lines, tile_elements, m * n, depth)
+            asked = lines_asked(lines, tile_elements, m * n, depth)
             end = minimum(b, add(b, first, asked - 1), lines - 1)
             base = self.e.value(view).ptr
             shares.append(_LineShare(base, first, per_step, asked // per_step, end, write))
