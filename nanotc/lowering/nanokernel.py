@@ -319,13 +319,19 @@ def k_unroll(
     k: int | None,
     static_rows: bool,
     target: Target,
+    one_vector_fmas: bool = False,
 ) -> int | None:
     """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
     when this tile is all of C (no neighbouring tile whose straight-line code LLVM could
     interleave with it); the target's `k_unroll` when all addressing is static, and for f32
     tiles on packed panels of A (`unrolls_on_a_packed_panel`); else 1: with run-time strides
     or masks, an unrolled body makes LLVM's scheduler load ahead and spill (seen on AVX-512:
-    over 100 zmm spills per iteration at unroll 4)."""
+    over 100 zmm spills per iteration at unroll 4). A K loop of a one-vector FMA tile
+    (`one_vector_fmas`) takes one step an iteration too: each broadcast of B feeds a single
+    FMA, and over several steps LLVM writes each sum into the broadcast's register
+    (vfmadd213ps), moving every accumulator to another register at every step, and
+    spills: f32 and bf16 56x9x9 in 1 x 9 tiles on a Zen 3 spilled 6 and 8 vectors an
+    iteration at two steps and ran 1.15x faster at one."""
     batched = isinstance(inst, TileBatchGemm)
     if (
         k is not None
@@ -333,6 +339,8 @@ def k_unroll(
         and k <= (SINGLE_TILE_UNROLL_K if covers_c(inst) else FULL_UNROLL_K)
     ):
         return None
+    if one_vector_fmas:
+        return 1
     b_type = (inst.panels()[1] if batched else inst.b).type
     static = DYNAMIC not in a_type.stride and DYNAMIC not in b_type.stride and static_rows
     if static or (not batched and unrolls_on_a_packed_panel(inst, a_type)):
@@ -414,7 +422,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     vectors = 1 if lanes < full else inst.mr // lanes
     a_access = Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED
     c_access = Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED
-    unroll = k_unroll(inst, a_type, k, rows is not None, target)
+    unroll = k_unroll(inst, a_type, k, rows is not None, target, vectors == 1 and not dot)
     plain = not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     # the dot path always loops over K pairs
     narrow_compute = target.narrow_fma_pays

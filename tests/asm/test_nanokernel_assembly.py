@@ -911,6 +911,20 @@ def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
     check_hot_loops(bf16_gemm(64, 64, 256), "avx2")
 
 
+def test_one_vector_tiles_take_one_k_step_an_iteration() -> None:
+    """Zen 3 unrolls static K loops by two, but not those of one-vector tiles, where LLVM
+    would write each sum into its broadcast's register (vfmadd213ps) and spill."""
+    for inputs in ("f32",):
+        text = batched_gemm("f32", 56, 9, 9)
+        key = f"direct {inputs},{inputs},f32 n.n 56x9x9 r0"
+        options = CompileOptions.of({key: GemmChoice(tile=(1, 9))})
+        compilation = nanotc.compile(text, target=ZEN3, options=options)
+        assert "tile 8 x 9" in compilation.tiled() and "unroll 1" in compilation.nanokernels()
+        loops = asm.hot_loops(compilation.assembly(), "k")
+        assert loops and all(loop.stack_accesses() == [] for loop in loops)
+        assert all(not i.startswith("vfmadd213") for loop in loops for i in loop.instructions)
+
+
 def test_bf16_gemm_widens_to_fma_where_the_dot_product_is_slow() -> None:
     """The amx target's vdpbf16ps runs at half the FMA flop rate (bf16_dot_rate 0.5): a bf16
     gemm too small to pack and too tall for exact AMX tiles widens its operands to f32 and
