@@ -222,9 +222,12 @@ def direct_model_extents(g: Gemm, target: Target) -> Extents:
 def operand_registers(g: Gemm, target: Target) -> int:
     """Vector registers a K step needs beside the tile to bring in its operands: bf16 pairs
     for vdpbf16ps need the interleave's index vector and a second half, widened 16-bit
-    operands a temporary."""
+    operands a temporary, and widened bf16 the mask of its lanes' high halves as well
+    (held for the whole K loop: `NanokernelEmitter._bf16_high_halves`)."""
     a, b = g.a.type.element, g.b.type.element
     if a is b is ScalarType.BF16 and target.bf16_gemm_by_dot:
+        return 2
+    if ScalarType.BF16 in (a, b) and g.c.type.element is ScalarType.F32:
         return 2
     return int(a.bits == 16 or b.bits == 16)
 

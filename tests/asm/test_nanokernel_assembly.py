@@ -31,15 +31,17 @@ TARGETS = {
 }
 
 
-def batched_gemm(dt: str, m: int, n: int, k: int) -> str:
-    """The W2 kernel: one small gemm per work-group on slices of batched operands."""
-    a, b, c = f"memref<{dt}x{m}x{k}x?>", f"memref<{dt}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
+def batched_gemm(dt: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+    """The W2 kernel: one small gemm per work-group on slices of batched operands (A and B
+    of type `inputs` where given, e.g. bf16 into an f32 C)."""
+    x = inputs or dt
+    a, b, c = f"memref<{x}x{m}x{k}x?>", f"memref<{x}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
     return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   %g = group_id
   %a = subview %A[:,:,%g] : {a}
   %b = subview %B[:,:,%g] : {b}
   %c = subview %C[:,:,%g] : {c}
-  gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{dt}x{m}x{k}>, memref<{dt}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
+  gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{x}x{m}x{k}>, memref<{x}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
 }}"""
 
 
@@ -911,12 +913,33 @@ def test_bf16_gemm_on_avx2_converts_and_uses_fma() -> None:
     check_hot_loops(bf16_gemm(64, 64, 256), "avx2")
 
 
+def widened_bf16_gemm(m: int, n: int, k: int) -> str:
+    """A bf16 gemm whose literal alpha 1 and beta 1 keep no broadcasts live: the widest tiles."""
+    return bf16_gemm(m, n, k)
+
+
+@pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
+def test_widened_bf16_broadcasts_are_a_word_broadcast_and_an_and(target: str | Target) -> None:
+    """B's bf16 element into f32 lanes: vpbroadcastw from memory (a load), then an and with
+    the mask of the lanes' high halves held in a register; no scalar load, shift and move
+    into a vector register (movzwl, shll, vmovd, vpbroadcastd) as before."""
+    loops = asm.hot_loops(assembly(widened_bf16_gemm(64, 64, 256), target), "k")
+    assert loops
+    for loop in loops:
+        assert loop.stack_accesses() == []
+        broadcasts = [i for i in loop.instructions if i.startswith("vpbroadcastw")]
+        assert broadcasts and all("(" in i for i in broadcasts)
+        assert len([i for i in loop.instructions if i.startswith("vpand")]) >= len(broadcasts)
+        assert not [i for i in loop.instructions if i.split()[0] in ("movzwl", "vmovd")]
+
+
 def test_one_vector_tiles_take_one_k_step_an_iteration() -> None:
     """Zen 3 unrolls static K loops by two, but not those of one-vector tiles, where LLVM
     would write each sum into its broadcast's register (vfmadd213ps) and spill."""
-    for inputs in ("f32",):
-        text = batched_gemm("f32", 56, 9, 9)
-        key = f"direct {inputs},{inputs},f32 n.n 56x9x9 r0"
+    for inputs in ("f32", "bf16"):
+        text = batched_gemm("f32", 56, 9, 9, inputs)
+        reserved = 2 if inputs == "bf16" else 0
+        key = f"direct {inputs},{inputs},f32 n.n 56x9x9 r{reserved}"
         options = CompileOptions.of({key: GemmChoice(tile=(1, 9))})
         compilation = nanotc.compile(text, target=ZEN3, options=options)
         assert "tile 8 x 9" in compilation.tiled() and "unroll 1" in compilation.nanokernels()

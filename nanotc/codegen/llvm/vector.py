@@ -33,6 +33,20 @@ def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     )
 
 
+def bf16_high_halves(lanes: int) -> ir.Constant:
+    """The mask of each 32-bit lane's high 16 bits: where a bf16 lies in the f32 it widens to."""
+    return ir.Constant(vector_type(I32, lanes), [ir.Constant(I32, -0x10000)] * lanes)
+
+
+def splat_bf16(b: ir.IRBuilder, bits: ir.Value, high: ir.Value) -> ir.Value:
+    """A bf16 (its i16 bits) widened to f32 in every lane of `high` (`bf16_high_halves`):
+    the 16 bits in both halves of each lane (vpbroadcastw from memory, a load), then the
+    low halves cleared."""
+    lanes = high.type.count
+    halves = b.bitcast(splat(b, bits, 2 * lanes), high.type)
+    return b.bitcast(b.and_(halves, high), vector_type(ir.FloatType(), lanes))
+
+
 def repeat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
     """v's lanes repeated to fill `lanes` (a 128-bit v: vbroadcasti32x4)."""
     picks = [i % v.type.count for i in range(lanes)]
