@@ -933,6 +933,21 @@ def test_widened_bf16_broadcasts_are_a_word_broadcast_and_an_and(target: str | T
         assert not [i for i in loop.instructions if i.split()[0] in ("movzwl", "vmovd")]
 
 
+@pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
+@pytest.mark.parametrize(("k", "split"), [(256, True), (8, False)])
+def test_split_pairs_widen_a_with_a_shift_and_an_and(k: int, split: bool,
+                                                     target: str | Target) -> None:  # fmt: skip
+    """A tile with a long K widens its 16 rows of A from one load per half: the even rows
+    shifted (vpslld), the odd ones an and that reads memory itself; no zero-extending
+    vpmovzxwd, which a short K's tiles (rows in order) keep."""
+    for loop in asm.hot_loops(assembly(widened_bf16_gemm(64, 64, k), target), "k"):
+        mnemonics = [i.split()[0] for i in loop.instructions]
+        assert ("vpmovzxwd" not in mnemonics) is split
+        memory_ands = [i for i in loop.instructions if i.startswith("vpand") and "(" in i]
+        assert bool(memory_ands) is split
+        assert ("vpslld" in mnemonics) is True
+
+
 def test_one_vector_tiles_take_one_k_step_an_iteration() -> None:
     """Zen 3 unrolls static K loops by two, but not those of one-vector tiles, where LLVM
     would write each sum into its broadcast's register (vfmadd213ps) and spill."""

@@ -206,7 +206,7 @@ class NanokernelEmitter:
         or back: one two-source permute per vector of an unpacked pair, once per tile."""
         p, b = self.p, self.b
         lanes, out = p.lanes, list(acc)
-        for q in range(p.unpacked_pairs):
+        for q in range(p.reordered_pairs):
             first = 2 * q
             rows = [p.kernel_row(first + x // lanes, x % lanes) - first * lanes
                     for x in range(2 * lanes)]  # fmt: skip
@@ -294,7 +294,11 @@ class NanokernelEmitter:
         a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
         shares = self._next_member_shares(depth)
         count = len(acc)
-        high = self._bf16_high_halves(bm)
+        high = self._bf16_high_halves(a, bm)
+        # the odd rows of split pairs load from a copy of A's base that LLVM cannot see is
+        # the same, or it loads each pair once and keeps the load live beside its two halves
+        # (a 2 x 6 tile then spilled its accumulators)
+        a_again = opaque_value(b, a_base, "r") if p.split_pairs else a_base
 
         def step(k: Dim, carried: list[ir.Value], fetching: bool = True) -> list[ir.Value]:
             acc, groups = carried[:count], carried[count:]
@@ -306,11 +310,13 @@ class NanokernelEmitter:
             def a_vector(v: int) -> ir.Value:
                 if resident is not None:  # resident only with K unrolled
                     return resident[k][v]  # type: ignore[index]
+                if v < 2 * p.split_pairs:
+                    return self._load_a_split(a, (a_base, a_again), a_k_stride, k, v, high)
                 return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
 
             def broadcast(j: int) -> ir.Value:
                 element = walk.column(b, j, k, groups)
-                if high is not None:
+                if high is not None and bm.type.element is ScalarType.BF16:
                     bits = b.load(element, typ=I16)
                     return self._opaque_where_narrow(vec.splat_bf16(b, bits, high))
                 scalar = load_scalar(b, element, bm.type.element)
@@ -328,12 +334,13 @@ class NanokernelEmitter:
             carried = self._k_loops(depth, carried, step, fetching)
         return carried[:count]
 
-    def _bf16_high_halves(self, bm: MemrefValue) -> ir.Value | None:
-        """Where B is bf16 widened to f32 FMAs: the mask that widens its broadcasts, in a
-        register for the whole K loop. LLVM would otherwise turn each and into a blend with
-        zero (vpblendw), up to 4% slower than the and in an inline-asm loop of 2 x 6 k steps
-        on Zen 3."""
-        if bm.type.element is not ScalarType.BF16 or self.p.compute is not ScalarType.F32:
+    def _bf16_high_halves(self, a: MemrefValue, bm: MemrefValue) -> ir.Value | None:
+        """Where A or B is bf16 widened to f32 FMAs: the mask that widens B's broadcasts and
+        the odd rows of A's split pairs, in a register for the whole K loop. LLVM would
+        otherwise turn each and into a blend with zero (vpblendw), up to 4% slower than the
+        and in an inline-asm loop of 2 x 6 k steps on Zen 3."""
+        bf16 = ScalarType.BF16 in (a.type.element, bm.type.element)
+        if not bf16 or self.p.compute is not ScalarType.F32:
             return None
         return opaque_value(self.b, vec.bf16_high_halves(self.p.lanes), "v")
 
@@ -554,6 +561,22 @@ class NanokernelEmitter:
             )
             for v in range(self.p.vectors)
         ]
+
+    def _load_a_split(self, a: MemrefValue, bases: tuple[ir.Value, ir.Value], k_stride: Dim,
+                      k: Dim, v: int, high: ir.Value | None) -> ir.Value:  # fmt: skip
+        """Vector v of a split pair (`GemmNanokernel.split_pairs`): the pair's 2 * lanes bf16
+        rows of column k widened, the even rows (v even) by a shift into the high halves,
+        the odd ones by clearing the low halves (an and that takes the load as its operand).
+        `bases`: A's base for the even rows and an opaque copy of it for the odd ones."""
+        b, lanes = self.b, self.p.lanes
+        assert high is not None
+        offset = add(b, mul(b, k, k_stride), (v - v % 2) * lanes)
+        ptr = element_ptr(b, bases[v % 2], a.type.element, offset)
+        rows = b.bitcast(b.load(ptr, typ=vec.vector_type(I16, 2 * lanes), align=2), high.type)
+        if v % 2:
+            return b.bitcast(b.and_(rows, high), self.type)
+        sixteen = ir.Constant(high.type, [ir.Constant(I32, 16)] * lanes)
+        return b.bitcast(b.shl(rows, sixteen), self.type)
 
     def _load_a(self, a: MemrefValue, base: ir.Value, pointers: list[ir.Value] | None,
                 k_stride: Dim, k: Dim, v: int) -> ir.Value:  # fmt: skip
