@@ -13,16 +13,17 @@ Two ways, for operands (A, B and C of one member together) of at most a quarter 
 the target's hardware prefetchers are not left to stream (`left_to_hardware`):
 
 - Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
-  shapes and strides. Each `tile.gemm` on such views gets the next member's views
-  (`next a/b/c`), and its K loop prefetches its share of their cache lines, a few lines per
-  step (`codegen/llvm/nanokernel.py`): the share of the tile's part of C, so the tiles of one
-  gemm together cover every line once.
+  shapes and strides, and bf16 ones into f32 on targets that widen them to f32 FMAs (the
+  same K loops: `streamed_types`). Each `tile.gemm` on such views gets the next member's
+  views (`next a/b/c`), and its K loop prefetches its share of their cache lines, a few
+  lines per step (`codegen/llvm/nanokernel.py`): the share of the tile's part of C, so the
+  tiles of one gemm together cover every line once.
 - All at once before the gemm (`prefetch_next_group`, before tiling: `tile.prefetch`): the
-  other gemms (bf16 or f16 operands, whose AMX or widening kernels do not stream; run-time
-  strides), small ones only, at most a quarter of L1, as the next group's lines then do not
-  evict the current group's. Larger ones evicted them (f32 64^3: 0.78-0.85x). bf16 gemms on
-  AMX pack their operands, reading them in order themselves (memory-bound batches of
-  128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
+  other gemms (f16 operands, bf16 ones whose AMX or dot-product kernels do not stream;
+  run-time strides), small ones only, at most a quarter of L1, as the next group's lines
+  then do not evict the current group's. Larger ones evicted them (f32 64^3: 0.78-0.85x).
+  bf16 gemms on AMX pack their operands, reading them in order themselves (memory-bound
+  batches of 128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
 
 A burst of prefetches up front was slower than none at f32 32^3 and 64^3 (0.83x, 0.79x):
 presumably the nanokernel waited for fill buffers, and the next lines evicted ones it still
@@ -51,7 +52,6 @@ L2_SHARE = 4  # prefetched operands are at most a quarter of L2
 # loop: 0.92-0.98x), and less than 58 steps' (64^3: f32 1.05-1.14x, f64 1.03-1.08x)
 QUIET_LOOP_STEPS = 48
 LEAD_L1_SHARE = 8  # the prefetched members ahead fill this share of L1
-STREAMED_TYPES = (ScalarType.F32, ScalarType.F64)
 
 
 def prefetch_next_group(func: Function, target: Target) -> None:
@@ -167,16 +167,26 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
     return _member_bytes(g) / rate > 2 * m * n * k / flops_per_cycle
 
 
+def streamed_types(target: Target) -> tuple[ScalarType, ...]:
+    """Operand types whose batch members the tiles stream: f32 and f64, and bf16 where the
+    target widens it to f32 FMAs, whose K loops are those of f32 (W2's shapes in bf16 from
+    memory on a Zen 3, one thread, against the prefetch up front: 56x9x9 2.06-2.12x, 16^3
+    1.3-1.4x, 32^3 0.94-1.13x, 35x9x35 1.11x, 20x9x20 1.06x, 64^3 1.01x, 8^3 0.97-1.01x)."""
+    widened = () if target.bf16_dot or target.amx else (ScalarType.BF16,)
+    return (ScalarType.F32, ScalarType.F64, *widened)
+
+
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
-    """f32 and f64 operands of static shapes and strides, none empty (their lines are spread
-    over K steps and C's elements), unit row stride, at most a quarter of L2 together, and
-    at least one of them a group-indexed view."""
+    """Operands of `streamed_types` and static shapes and strides, none empty (their lines
+    are spread over K steps and C's elements), unit row stride, at most a quarter of L2
+    together, and at least one of them a group-indexed view."""
     types = _operand_types(g)
     static = all(
         DYNAMIC not in (*t.shape, *t.stride) and 0 not in t.shape and t.stride[0] == 1
         for t in types
     )
-    if not _group_views(g) or not static or any(t.element not in STREAMED_TYPES for t in types):
+    streamed = streamed_types(target)
+    if not _group_views(g) or not static or any(t.element not in streamed for t in types):
         return False
     fits = _member_bytes(g) <= target.l2_bytes // L2_SHARE
     return fits and not left_to_hardware(g, target)

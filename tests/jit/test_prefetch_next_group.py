@@ -157,6 +157,43 @@ def test_small_gemms_the_tiles_do_not_stream_prefetch_up_front(text: str, count:
     assert tiled.count("tile.prefetch") == count and "next a" not in tiled
 
 
+WIDENED_SHAPES = [(16, 16, 16), (56, 9, 9), (35, 9, 35)]
+"""bf16 batches into f32 whose tiles stream the next member on targets that widen bf16."""
+
+
+@pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
+@pytest.mark.parametrize("shape", WIDENED_SHAPES, ids=str)
+def test_widened_bf16_tiles_stream_the_next_groups_operands(
+    shape: tuple[int, int, int], target: object
+) -> None:
+    """bf16 widened to f32 FMAs runs the K loops of f32, which stream the next member's
+    lines; on a target with bf16 dot products the same batch is prefetched up front."""
+    text = batched("f32", *shape, inputs="bf16")
+    tiled = compiled(text, target).tiled()
+    tiles = tile_gemms(tiled)
+    assert tiles and all("next a %" in t and "next c %" in t for t in tiles)
+    assert "tile.prefetch" not in tiled
+    if shape == (16, 16, 16):
+        assert "next a" not in compiled(text, "avx512").tiled()
+
+
+@pytest.mark.parametrize("target", runnable("avx2", ZEN3))
+@pytest.mark.parametrize("shape", WIDENED_SHAPES, ids=str)
+def test_widened_bf16_streamed_results(shape: tuple[int, int, int], target: object, rng) -> None:
+    m, n, k = shape
+    batch = 7
+    bf16 = ml_dtypes.bfloat16
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(bf16))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(bf16))
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
+    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+    compilation = compiled(batched("f32", m, n, k, inputs="bf16"), target)
+    for threads in (1, 2):
+        got = c.copy(order="F")
+        compilation["k"](a, b, got, group_size=batch, num_threads=threads)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "text",
     [batched("f64", 192, 192, 192), batched("f32", 128, 128, 128, inputs="bf16"),
