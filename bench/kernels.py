@@ -38,10 +38,12 @@ func @gemm(%A: {a_dyn}, %B: {a_dyn}, %C: {dyn}) {{
 """
 
 
-def batched(dtype: str, m: int, n: int, k: int) -> str:
-    """W2: C_i += A_i B_i; work-group g multiplies batch member g; group_size = batch."""
-    a, b, c = memref(dtype, m, k, "?"), memref(dtype, k, n, "?"), memref(dtype, m, n, "?")
-    am, bm, cm = memref(dtype, m, k), memref(dtype, k, n), memref(dtype, m, n)
+def batched(dtype: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+    """W2: C_i += A_i B_i; work-group g multiplies batch member g; group_size = batch.
+    `inputs`: the element type of A and B when it is not C's (bf16 into f32)."""
+    inputs = inputs or dtype
+    a, b, c = memref(inputs, m, k, "?"), memref(inputs, k, n, "?"), memref(dtype, m, n, "?")
+    am, bm, cm = memref(inputs, m, k), memref(inputs, k, n), memref(dtype, m, n)
     return f"""\
 func @bgemm(%A: {a}, %B: {b}, %C: {c}) {{
     %g = group_id

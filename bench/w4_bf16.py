@@ -13,14 +13,20 @@ peers found:
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
            (`kernels.batched_repeated`), a batch of ~256 KB (in L2; `--cache-kb` for
            another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
+  memory   the same gemms as W2's memory variant: a batch of ~200 MB of bf16 A and B and f32
+           C (`--working-set-mb`), one member per work-group (`kernels.batched`), one sweep
+           per timed call; column `f32`: nanotc's fp32 kernel on the same members (their
+           larger A and B), where bf16's smaller operands pay though its arithmetic cannot.
+           No torch: its bf16 gemms on this kind of machine take seconds per sweep.
 
 % peak is of the unit nanotc's kernel uses: AMX tiles (`amx-bf16` of bench.peak) when the
 kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its code has
 it, else fp32 FMAs (bf16 widened to f32, where the target's vdpbf16ps is slower than FMA).
 The vdpbf16ps and FMA loops are timed in the same rounds as the kernels.
 
-    python -m bench.w4_bf16 [--parts mlp,brgemm,batched] [--threads 1,2]
-                            [--shapes 56x9x9,16x16x16] [--cache-kb 16]   (batched only)
+    python -m bench.w4_bf16 [--parts mlp,brgemm,batched,memory] [--threads 1,2]
+                            [--shapes 56x9x9,16x16x16]   (batched and memory)
+                            [--cache-kb 16] [--working-set-mb 50]
 """
 
 from __future__ import annotations
@@ -41,11 +47,12 @@ from bench.w2_batched import SHAPES as BATCHED_SHAPES
 from bench.w2_batched import add_shape_option
 
 BF16 = ml_dtypes.bfloat16
-PARTS = ("mlp", "brgemm", "batched")
+PARTS = ("mlp", "brgemm", "batched", "memory")
 MLP = ((512, 1024, 1024), (512, 2048, 2048))
 BRGEMM = ((64, 64, 64, 32), (32, 32, 32, 64))  # M, N, K, pairs
 CALL_SECONDS = 0.1
 CACHE_BYTES = 256 * 10**3
+WORKING_SET_BYTES = 200 * 10**6
 
 
 @cache
@@ -81,10 +88,12 @@ class Check:
 
 @dataclass(frozen=True)
 class Batches:
-    """The batched part's shapes (None: W2's) and the bytes of A, B and C in one batch."""
+    """The batched and memory parts' shapes (None: W2's) and the bytes of A, B and C in one
+    batch of each."""
 
     shapes: Sequence[tuple[int, int, int]] | None = None
     cache_bytes: int = CACHE_BYTES
+    working_set: int = WORKING_SET_BYTES
 
 
 def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS,
@@ -97,6 +106,8 @@ def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = P
             raise ValueError(f"unknown part {part!r} (choose from {', '.join(PARTS)})")
         if part == "batched":
             rows += _batched(settings, peers, rng, batches)
+        elif part == "memory":
+            rows += _memory(settings, rng, batches)
         else:
             rows += {"mlp": _mlp, "brgemm": _brgemm}[part](settings, peers, rng)
     return rows
@@ -270,6 +281,60 @@ def _batched_shape(
     return rows
 
 
+def _memory(settings: Settings, rng: np.random.Generator, batches: Batches) -> list[Row]:
+    shapes = batches.shapes or (((16, 16, 16),) if settings.quick else BATCHED_SHAPES)
+    working_set = 4 * 10**6 if settings.quick else batches.working_set
+    return [row for shape in shapes for row in _memory_shape(settings, rng, shape, working_set)]
+
+
+def _memory_shape(settings: Settings, rng: np.random.Generator, shape: tuple[int, int, int],
+                  working_set: int) -> list[Row]:  # fmt: skip
+    m, n, k = shape
+    per_member = (m * k + k * n) * 2 + m * n * 4
+    batch = max(2, working_set // per_member)
+    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    c = np.zeros((m, n, batch), np.float32, order="F")
+    product = np.einsum("mki,kni->mni", a.astype(np.float64), b.astype(np.float64))
+    bound = np.einsum("mki,kni->mni", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    check = Check(product, bound, k)
+    source = kernels.batched("f32", m, n, k, inputs="bf16")
+    kernel = kernels.compiled(source)
+    kernel32 = kernels.compiled(kernels.batched("f32", m, n, k))
+
+    def checked(what: str) -> None:
+        check(c, np.float32, what)
+
+    def from_zero(name: str, run: Callable[[], None]) -> Contender:
+        validated = False
+
+        def call(reps: int) -> None:
+            nonlocal validated
+            if not validated:  # the validating call, the first: one sweep onto zeros
+                c.fill(0)
+                validated = True
+            for _ in range(reps):
+                run()
+
+        return Contender(name, call)
+
+    rows = []
+    for threads in settings.threads:
+        contenders = [
+            from_zero("nanotc", lambda t=threads: kernel(a, b, c, group_size=batch, num_threads=t)),
+            from_zero("f32", lambda t=threads: kernel32(a32, b32, c, group_size=batch,
+                                                         num_threads=t)),
+        ]  # fmt: skip
+        label = f"{m}x{n}x{k} b{batch} threads={threads} (memory)"
+        timings, peak = harness.compare_with_peak(
+            f"bf16 {label}", contenders, checked, settings, unit(source), None, threads
+        )
+        row = _row("memory", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
+                   timings, peak, f"batch={batch}, {batch * per_member} bytes")  # fmt: skip
+        rows.append(replace(row, bytes=float((m * k + k * n) * 2 + 2 * m * n * 4) * batch))
+    return rows
+
+
 def _torch_baddbmm(
     torch, a: np.ndarray, b: np.ndarray, initial: np.ndarray, check: Check, threads: int
 ) -> Contender:
@@ -303,6 +368,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", type=harness.parse_list(str), help="mlp,brgemm,batched")
     add_shape_option(parser)  # the batched part's
     parser.add_argument("--cache-kb", type=float, help="batched part's batch size (default 256)")
+    parser.add_argument(
+        "--working-set-mb", type=float, help="memory part's batch size (default 200)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -313,7 +381,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32",))
     harness.preamble(settings)
     peers = discover(settings.peers)
-    batches = Batches(args.shapes, int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES)
+    batches = Batches(
+        args.shapes,
+        int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES,
+        int(args.working_set_mb * 1e6) if args.working_set_mb else WORKING_SET_BYTES,
+    )
     rows = run(settings, peers, tuple(args.parts or PARTS), batches)
     csv = None if args.no_csv else "w4_bf16"
     notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]

@@ -194,6 +194,23 @@ def test_w4_bf16(peers: Peers) -> None:
     assert_peak_in_rounds(rows)  # this host has vdpbf16ps or FMAs, whose loops it times
 
 
+def test_a_wrong_bf16_kernel_stops_the_memory_part(
+    monkeypatch: pytest.MonkeyPatch, peers: Peers
+) -> None:
+    """alpha 2 in the bf16 kernel of W4's memory part: its validation sweep (from zeros, as
+    the f32 kernel's after it) must catch it."""
+    right = w4_bf16.kernels.batched
+
+    def wrong(dtype: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+        text = right(dtype, m, n, k, inputs)
+        return text.replace("gemm.n.n 1.0", "gemm.n.n 2.0") if inputs else text
+
+    monkeypatch.setattr(w4_bf16.kernels, "batched", wrong)
+    settings = replace(QUICK, threads=(1,))
+    with pytest.raises(harness.ValidationError, match="nanotc"):
+        w4_bf16.run(settings, peers, parts=["memory"])
+
+
 class LibxsmmWithoutBf16:
     """libxsmm as on a CPU below AVX-512 (its JIT target `hsw`): no bf16 kernel to dispatch,
     and any call of one is a failure of the benchmark."""
