@@ -230,6 +230,20 @@ def _batched(
     ]
 
 
+def _members(
+    rng: np.random.Generator, shape: tuple[int, int, int], initial: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, Check]:
+    """A batch of bf16 A_i and B_i (as many members as `initial`, C's starting values) and
+    the check of C_i = initial_i + A_i B_i."""
+    m, n, k = shape
+    batch = initial.shape[2]
+    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    product = initial + np.einsum("mki,kni->mni", a64, b64)
+    bound = np.abs(initial) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
+    return a, b, Check(product, bound, k)
+
+
 def _batched_shape(
     settings: Settings, peers: Peers, rng: np.random.Generator, shape: tuple[int, int, int],
     cache_bytes: int,
@@ -237,14 +251,10 @@ def _batched_shape(
     m, n, k = shape
     per_member = (m * k + k * n) * 2 + m * n * 4
     batch = max(2, cache_bytes // per_member // 2 * 2)
-    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     initial = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
+    a, b, check = _members(rng, shape, initial)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
     c = initial.copy(order="F")
-    product = initial + np.einsum("mki,kni->mni", a64, b64)
-    bound = np.abs(initial) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
-    check = Check(product, bound, k)
     source = kernels.batched_repeated("f32", m, n, k, inputs="bf16")
     kernel = kernels.compiled(source)
     kernel32 = kernels.compiled(kernels.batched_repeated("f32", m, n, k))
@@ -292,12 +302,9 @@ def _memory_shape(settings: Settings, rng: np.random.Generator, shape: tuple[int
     m, n, k = shape
     per_member = (m * k + k * n) * 2 + m * n * 4
     batch = max(2, working_set // per_member)
-    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
     c = np.zeros((m, n, batch), np.float32, order="F")
-    product = np.einsum("mki,kni->mni", a.astype(np.float64), b.astype(np.float64))
-    bound = np.einsum("mki,kni->mni", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    check = Check(product, bound, k)
+    a, b, check = _members(rng, shape, c)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
     source = kernels.batched("f32", m, n, k, inputs="bf16")
     kernel = kernels.compiled(source)
     kernel32 = kernels.compiled(kernels.batched("f32", m, n, k))

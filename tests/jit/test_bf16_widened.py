@@ -20,22 +20,13 @@ WIDENING: tuple[str | Target, ...] = ("avx2", ZEN3)
 """FMAs on widened bf16: a generic AVX2 target, and Zen 3's (two k steps an iteration)."""
 
 
-def gemm_text(m: int, n: int, k: int, ta: str = "n", tb: str = "n",
-              types: tuple[str, str] = ("bf16", "bf16")) -> str:  # fmt: skip
+def literal_text(m: int, n: int, k: int, alpha: float, beta: float, trans: str = "nn",
+                 types: tuple[str, str] = ("bf16", "bf16")) -> str:  # fmt: skip
+    """alpha and beta as literals: alpha 1 and beta 1 keep no epilogue registers (the tiles
+    are widest) and start the tiles from C itself. A and B of `types`, C f32."""
+    ta, tb = trans
     a = f"memref<{types[0]}x{k}x{m}>" if ta == "t" else f"memref<{types[0]}x{m}x{k}>"
     b = f"memref<{types[1]}x{n}x{k}>" if tb == "t" else f"memref<{types[1]}x{k}x{n}>"
-    c = f"memref<f32x{m}x{n}>"
-    return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
-  gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a}, {b}, f32, {c}
-}}"""
-
-
-def literal_text(m: int, n: int, k: int, alpha: float, beta: float, trans: str = "nn") -> str:
-    """alpha and beta as literals: alpha 1 and beta 1 keep no epilogue registers (the tiles
-    are widest) and start the tiles from C itself."""
-    ta, tb = trans
-    a = f"memref<bf16x{k}x{m}>" if ta == "t" else f"memref<bf16x{m}x{k}>"
-    b = f"memref<bf16x{n}x{k}>" if tb == "t" else f"memref<bf16x{k}x{n}>"
     c = f"memref<f32x{m}x{n}>"
     return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
   gemm.{ta}.{tb} {alpha}, %A, %B, {beta}, %C : f32, {a}, {b}, f32, {c}
@@ -160,7 +151,8 @@ def test_one_bf16_operand_beside_an_f32_one(types: tuple[str, str], target: str 
     x, y = a.astype(np.float64), b.astype(np.float64)
     want = c + 0.5 * (x @ y)
     bound = np.abs(c) + 0.5 * (np.abs(x) @ np.abs(y))
-    compiled(gemm_text(m, n, k, types=types), target)["k"](0.5, a, b, 1.0, c, group_size=1)
+    text = literal_text(m, n, k, 0.5, 1.0, types=types)
+    compiled(text, target)["k"](0.0, a, b, 0.0, c, group_size=1)
     check(c, want, bound, k)
 
 
