@@ -10,7 +10,7 @@ from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
 from nanotc.ir.instructions import Gemm, Transpose
 from nanotc.ir.tile import TilePack
-from nanotc.ir.types import MemRefType
+from nanotc.ir.types import MemRefType, ScalarType
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import needs_blocking, tile_gemm_blocked
@@ -63,17 +63,34 @@ def lower_gemm(
     return b.region.instructions
 
 
+def packed_a(g: Gemm, target: Target) -> ScalarType | None:
+    """The element type of the scratch a gathered A of `g` is packed into (None: not
+    packed): f32 and f64 as they are, and 16-bit floats widened to f32 on the way where the
+    tiles would widen them anyway (not bf16 on a target with fast bf16 dot products, whose
+    tiles pack such an A into VNNI pairs: `gemm_pairs`)."""
+    element = g.a.type.element
+    if element in (ScalarType.F32, ScalarType.F64):
+        return element
+    widened = element is ScalarType.F16 or (
+        element is ScalarType.BF16 and not target.bf16_gemm_by_dot
+    )
+    return ScalarType.F32 if widened and g.c.type.element is ScalarType.F32 else None
+
+
 def _direct(g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
-    """Register tiles on the operands. A gathered f32 or f64 A (rows of op(A) not adjacent: a
-    transposed A) of static size is first packed column-major into scratch, so the
+    """Register tiles on the operands. A gathered A (rows of op(A) not adjacent: a transposed
+    A) of static size is first packed column-major into scratch (`packed_a`), so the
     nanokernels load its columns as vectors (the pack transposes in registers): .t.n ran
     1.1-1.6x faster so at 8^3-35x9x35, 3.8x at 64^3 (f32; f64 1.4-1.6x)."""
     m, _, k = gemm_extents(g)
     gathered = not row_stride_is_unit(g.a.type, g.trans_a)
-    if not gathered or m is None or k is None or g.a.type.element.bits not in (32, 64):
+    if not gathered or m is None or k is None:
+        return tile_gemm(g, target, options)
+    element = packed_a(g, target)
+    if element is None:
         return tile_gemm(g, target, options)
     b = Builder(Region())
-    a = b.alloca(MemRefType.packed(g.a.type.element, [m, k]))
+    a = b.alloca(MemRefType.packed(element, [m, k]))
     b.add(TilePack, trans=g.trans_a, source=g.a, row=0, col=0, rows=m, cols=k, panel=m,
           target=a)  # fmt: skip
     staged = Builder(Region())
