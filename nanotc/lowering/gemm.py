@@ -2,7 +2,8 @@
 operands) or, when the direct path would run out of cache, the blocked path (packed blocks),
 or for a static gemm whose A (one K block of it) or B fits half of L2 an in-place path (K
 blocks of the direct path, or row panels of A). With dynamic sizes the direct and blocked
-paths are both generated and a run-time test of the sizes picks one."""
+paths are both generated and a run-time test of the sizes picks one. A gemm into a static
+bf16 or f16 C takes these paths on an f32 copy of C (`through_f32_scratch`)."""
 
 from __future__ import annotations
 
