@@ -934,6 +934,22 @@ def test_widened_bf16_broadcasts_are_a_word_broadcast_and_an_and(target: str | T
 
 
 @pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
+def test_f16_broadcasts_convert_a_word_broadcast(target: str | Target) -> None:
+    """B's f16 element into f32 lanes in a K loop: vpbroadcastw from memory, then vcvtph2ps
+    of the broadcast; no scalar insert (vpinsrw) and conversion before a broadcast."""
+    text = bf16_gemm(64, 64, 256).replace("bf16", "f16")
+    loops = asm.hot_loops(assembly(text, target), "k")
+    assert loops
+    for loop in loops:
+        assert loop.stack_accesses() == []
+        broadcasts = [i for i in loop.instructions if i.startswith("vpbroadcastw")]
+        assert broadcasts and all("(" in i and "%xmm" in i for i in broadcasts)
+        converted = [i for i in loop.instructions if i.startswith("vcvtph2ps\t%xmm")]
+        assert len(converted) >= len(broadcasts)
+        assert not [i for i in loop.instructions if i.startswith("vpinsrw")]
+
+
+@pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
 @pytest.mark.parametrize(("k", "split"), [(256, True), (8, False)])
 def test_split_pairs_widen_a_with_a_shift_and_an_and(k: int, split: bool,
                                                      target: str | Target) -> None:  # fmt: skip

@@ -179,6 +179,22 @@ def test_one_bf16_operand_beside_an_f32_one(types: tuple[str, str], target: str 
 
 
 @pytest.mark.parametrize("target", runnable(*WIDENING))
+@pytest.mark.parametrize("shape", [(64, 12, 64), (35, 9, 70), (8, 8, 8)], ids=str)
+def test_f16_operands_match_float64(shape: tuple[int, int, int], target: str | Target,
+                                    rng) -> None:  # fmt: skip
+    """f16 A and B into f32 C: B's broadcasts converted from a word broadcast in K loops
+    (`vec.splat_f16`), element by element where K is unrolled (8^3)."""
+    m, n, k = shape
+    a, b = operand(rng, (m, k), np.float16), operand(rng, (k, n), np.float16)
+    c = operand(rng, (m, n), np.float32)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    want, bound = c + x @ y, np.abs(c) + np.abs(x) @ np.abs(y)
+    text = literal_text(m, n, k, 1.0, 1.0, types=("f16", "f16"))
+    compiled(text, target)["k"](0.0, a, b, 0.0, c, group_size=1)
+    check(c, want, bound, k)
+
+
+@pytest.mark.parametrize("target", runnable(*WIDENING))
 def test_batch_reduce_tiles_match_float64(target: str | Target, rng) -> None:
     m, n, k, members = 40, 7, 9, 5
     a, b = operand(rng, (m, k, members), BF16), operand(rng, (k, n, members), BF16)

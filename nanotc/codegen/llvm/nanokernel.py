@@ -319,6 +319,9 @@ class NanokernelEmitter:
                 if high is not None and bm.type.element is ScalarType.BF16:
                     bits = b.load(element, typ=I16)
                     return self._opaque_where_narrow(vec.splat_bf16(b, bits, high))
+                if bm.type.element is ScalarType.F16 and self._converts_f16_broadcasts():
+                    bits = b.load(element, typ=I16)
+                    return self._opaque_where_narrow(vec.splat_f16(b, bits, p.lanes))
                 scalar = load_scalar(b, element, bm.type.element)
                 return self._broadcast(convert(b, scalar, bm.type.element, p.compute))
 
@@ -343,6 +346,15 @@ class NanokernelEmitter:
         if not bf16 or self.p.compute is not ScalarType.F32:
             return None
         return opaque_value(self.b, vec.bf16_high_halves(self.p.lanes), "v")
+
+    def _converts_f16_broadcasts(self) -> bool:
+        """Whether B's f16 elements widen as broadcasts (`vec.splat_f16`): into f32 lanes of
+        at least 128 bits (vcvtph2ps's), in a K loop. In straight-line code (K unrolled)
+        LLVM's scheduler converts many broadcasts ahead of their FMAs and spills (f16 8^3
+        on Zen 3: 22 stack accesses), so those keep the scalar conversion."""
+        p = self.p
+        wide = p.lanes * 16 >= 128
+        return p.compute is ScalarType.F32 and wide and p.k_unroll is not None
 
     def _fmas(self, acc: Accumulators, a_vector: Callable[[int], ir.Value],
               broadcast: Callable[[int], ir.Value]) -> Accumulators:  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from nanotc.codegen.llvm import float16
-from nanotc.codegen.llvm.helpers import as_value, intrinsic, mul
+from nanotc.codegen.llvm.helpers import as_value, intrinsic, mul, opaque_value
 from nanotc.codegen.llvm.types import I1, I32, PTR, Dim, memory_type
 from nanotc.ir.types import ScalarType
 
@@ -45,6 +45,17 @@ def splat_bf16(b: ir.IRBuilder, bits: ir.Value, high: ir.Value) -> ir.Value:
     lanes = high.type.count
     halves = b.bitcast(splat(b, bits, 2 * lanes), high.type)
     return b.bitcast(b.and_(halves, high), vector_type(ir.FloatType(), lanes))
+
+
+def splat_f16(b: ir.IRBuilder, bits: ir.Value, lanes: int) -> ir.Value:
+    """An f16 (its i16 bits) widened to f32 in every one of `lanes` lanes: the 16 bits in
+    every half-lane (vpbroadcastw from memory, a load), then all of them converted
+    (vcvtph2ps). The broadcast is opaque, or LLVM folds the conversion of a broadcast into a
+    scalar load, a conversion and a broadcast (vpinsrw, vcvtph2ps, vbroadcastss): W4-style
+    f16 batches in L2 on a Zen 3 ran 1.6-1.95x faster with the two instructions."""
+    splat_bits = opaque_value(b, splat(b, bits, lanes), "v")
+    halves = b.bitcast(splat_bits, vector_type(ir.HalfType(), lanes))
+    return b.fpext(halves, vector_type(ir.FloatType(), lanes))
 
 
 def repeat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
