@@ -49,10 +49,11 @@ def splat_bf16(b: ir.IRBuilder, bits: ir.Value, high: ir.Value) -> ir.Value:
 
 def splat_f16(b: ir.IRBuilder, bits: ir.Value, lanes: int) -> ir.Value:
     """An f16 (its i16 bits) widened to f32 in every one of `lanes` lanes: the 16 bits in
-    every half-lane (vpbroadcastw from memory, a load), then all of them converted
-    (vcvtph2ps). The broadcast is opaque, or LLVM folds the conversion of a broadcast into a
-    scalar load, a conversion and a broadcast (vpinsrw, vcvtph2ps, vbroadcastss): W4-style
-    f16 batches in L2 on a Zen 3 ran 1.6-1.95x faster with the two instructions."""
+    each of `lanes` 16-bit lanes (vpbroadcastw from memory, a load), then all of them
+    converted (vcvtph2ps). The broadcast is opaque, or LLVM folds the conversion of a
+    broadcast into a scalar load, a conversion and a broadcast (vpinsrw, vcvtph2ps,
+    vbroadcastss): W4-style f16 batches in L2 on a Zen 3 ran 1.6-2.2x faster with the two
+    instructions."""
     splat_bits = opaque_value(b, splat(b, bits, lanes), "v")
     halves = b.bitcast(splat_bits, vector_type(ir.HalfType(), lanes))
     return b.fpext(halves, vector_type(ir.FloatType(), lanes))
