@@ -469,7 +469,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         dot=dot,
         tail_lanes=tail,
         unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
-        split_pairs=split_pairs(inst, a_type, compute, rows, lanes, vectors) if not dot else 0,
+        split_pairs=split_pairs(inst, a_type, compute, k, rows, lanes, vectors) if not dot else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=not isinstance(inst, TileBatchGemm) and (k is None or k >= PREFETCH_C_K),
         a_prefetch_steps=a_prefetch_steps(k),
@@ -530,7 +530,8 @@ def _unpacks_a(inst: TileGemm | TileBatchGemm, k: int | None) -> bool:
 
 
 def split_pairs(inst: TileGemm | TileBatchGemm, a_type: MemRefType, compute: ScalarType,
-                rows: float | int | None, lanes: int, vectors: int) -> int:  # fmt: skip
+                k: int | None, rows: float | int | None,
+                lanes: int, vectors: int) -> int:  # fmt: skip
     """Leading vector pairs of a tile that widens bf16 A to f32 FMAs whose 2 * lanes rows
     of A are split into the even rows (shifted into the high halves) and the odd ones
     (their low halves cleared): two single-cycle integer instructions for the pair, where
@@ -542,7 +543,7 @@ def split_pairs(inst: TileGemm | TileBatchGemm, a_type: MemRefType, compute: Sca
         return 0
     if rows is None or not row_stride_is_unit(a_type, inst.trans_a):
         return 0
-    if isinstance(inst, TileGemm) and not split_pays(_depth(inst, a_type), inst.nr):
+    if isinstance(inst, TileGemm) and not split_pays(k, inst.nr):
         return 0
     return min(int(rows) // (2 * lanes), vectors // 2)
 
