@@ -3,7 +3,7 @@ shared output. With integer-valued floats every order of the additions gives the
 sum, so the native result must equal the reference's sequential one bit for bit; a lost
 update shows as a difference. Covers every collective instruction, the atomicrmw add path
 (f32, f64, i32, i64 with a literal beta of 1), the compare-exchange path (beta given at run
-time, and i8 / i16 / f16 outputs), and the nanokernel's atomic epilogue for gemm."""
+time, and i8 / i16 / f16 / bf16 outputs), and the nanokernel's atomic epilogue for gemm."""
 
 from __future__ import annotations
 
@@ -129,11 +129,13 @@ def test_integer_accumulation_is_exact(kind: str, ty: str, rng) -> None:
     run_atomic(text, kind, ty, ty, rng)
 
 
+@pytest.mark.parametrize("ty", ["f16", "bf16"])
 @pytest.mark.parametrize("kind", ["axpby", "gemm", "hadamard"])
-def test_half_output_accumulation_is_exact(kind: str, rng) -> None:
-    """An f16 output updates through a compare-exchange on its 16 bits."""
-    text = atomic_kernel(kind, "f16", "1.0")
-    run_atomic(text, kind, "f16", "f16", rng, groups=64, alpha=1, small=True)
+def test_half_output_accumulation_is_exact(kind: str, ty: str, rng) -> None:
+    """A 16-bit output updates through a compare-exchange on its 16 bits (a gemm's tiles
+    compute into private f32 scratch first: `lowering.gemm.through_f32_scratch`)."""
+    text = atomic_kernel(kind, ty, "1.0")
+    run_atomic(text, kind, ty, ty, rng, groups=64, alpha=1, small=True)
 
 
 def test_gemm_nanokernel_atomic_epilogue_is_used() -> None:

@@ -1,15 +1,28 @@
-"""gemms into bf16 and f16 C (f32 arithmetic, rounded once on store): their tiles work on an
-f32 copy of C (`lowering.gemm.through_f32_scratch`), C widened into it unless beta is 0 and
-rounded back after. Which gemms take it, and their results against the reference evaluator
-on every target this machine runs, for transposes, alpha and beta (beta 0 over NaN), batch
-members and views of C."""
+"""gemms into bf16 and f16 C (f32 arithmetic, rounded once on store): their tiles compute
+alpha op(A) op(B) into f32 scratch, then C := scratch + beta C (`lowering.gemm.
+through_f32_scratch`), atomically for an atomic gemm, in panels where C's size is known at
+run time only. Which gemms take it, and their results against the reference evaluator on
+every target this machine runs, for transposes, alpha and beta (beta 0 over NaN), batch
+members, views of C, and run-time sizes over several panels with tails."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from .helpers import TARGETS, check, compiled, fill_garbage, random_array
+import nanotc
+from nanotc.lowering import gemm as gemm_lowering
+
+from .helpers import (
+    TARGETS,
+    assert_match,
+    check,
+    clone,
+    compiled,
+    fill_garbage,
+    random_array,
+    run_reference,
+)
 
 SIXTEEN = ("bf16", "f16")
 
@@ -28,23 +41,28 @@ def gemm_text(out: str, m: int, n: int, k: int, trans: str = "nn", alpha: str = 
 
 
 @pytest.mark.parametrize("out", SIXTEEN)
-def test_16_bit_outputs_are_tiled_on_an_f32_copy(out: str) -> None:
+def test_16_bit_outputs_are_tiled_into_f32_scratch(out: str) -> None:
     tiled = compiled(gemm_text(out, 64, 64, 64)).tiled()
     assert "alloca -> memref<f32x64x64>" in tiled and "tile.gemm" in tiled
-    assert tiled.count("axpby") == 2  # widened in, rounded out
+    assert ", 0.0, %" in tiled  # the tiles do not read the scratch
+    (update,) = [line for line in tiled.splitlines() if "axpby" in line]
+    assert update.strip().startswith("axpby.n 1.0,") and ", %beta, %C" in update
     zero_beta = compiled(gemm_text(out, 64, 64, 64, beta="0.0")).tiled()
-    assert zero_beta.count("axpby") == 1 and "tile.gemm" in zero_beta  # C is not read
+    assert "axpby.n 1.0," in zero_beta and ", 0.0, %C" in zero_beta  # C is not read
 
 
-@pytest.mark.parametrize(
-    ("flags", "rows"), [(".atomic", "0"), ("", "?")], ids=["atomic", "run-time rows"]
-)
-def test_atomic_and_dynamic_16_bit_outputs_keep_their_loops(flags: str, rows: str) -> None:
-    """An atomic gemm's work-groups update C together (a copy would lose their sums); a
-    run-time C has no static scratch: both stay the emitter's loops."""
-    beta = "1.0" if flags else "%beta"
-    tiled = compiled(gemm_text("bf16", 32, 8, 16, beta=beta, flags=flags, rows=rows)).tiled()
-    assert "tile.gemm" not in tiled and "alloca" not in tiled
+def test_atomic_16_bit_outputs_update_c_atomically_from_scratch() -> None:
+    """The work-groups' updates of C stay atomic: only the scratch is private."""
+    tiled = compiled(gemm_text("bf16", 32, 8, 16, beta="1.0", flags=".atomic")).tiled()
+    assert "tile.gemm" in tiled and "alloca -> memref<f32x32x8>" in tiled
+    assert "axpby.n.atomic 1.0," in tiled
+
+
+def test_run_time_16_bit_outputs_are_tiled_in_panels() -> None:
+    tiled = compiled(gemm_text("bf16", 32, 8, 16, rows="?")).tiled()
+    rows, cols = gemm_lowering.PANEL_ROWS, gemm_lowering.PANEL_COLUMNS
+    assert f"alloca -> memref<f32x{rows * cols}>" in tiled and "tile.gemm" in tiled
+    assert f"for %2 = 0, 8, {cols}" in tiled and f"tile.min %4, {rows}" in tiled
 
 
 CASES = [
@@ -96,3 +114,59 @@ def test_batch_members_with_16_bit_outputs(target: str, rng) -> None:
     c = random_array(rng, (20, 16, 5), "bf16")
     assert "tile.gemm" in compiled(BATCH, target).tiled()
     check(BATCH, [a, b, c], group_size=5, target=target, num_threads=2, depth=16)
+
+
+def dynamic_text(out: str, trans: str) -> str:
+    """C := alpha op(A) op(B) + beta C with every size known at run time only."""
+    ta, tb = trans
+    a, b, c = "memref<bf16x?x?>", "memref<bf16x?x?>", f"memref<{out}x?x?,strided<1,?>>"
+    return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
+  gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
+def dynamic_arguments(rng, out: str, shape: tuple[int, int, int], trans: str, beta: float
+                      ) -> list:  # fmt: skip
+    """A, B and a view of C (rows 3.. of a larger array), NaN in C where beta is 0."""
+    m, n, k = shape
+    ta, tb = trans
+    a = random_array(rng, (k, m) if ta == "t" else (m, k), "bf16")
+    b = random_array(rng, (n, k) if tb == "t" else (k, n), "bf16")
+    c = random_array(rng, (m + 5, n), out)[3 : 3 + m]
+    if beta == 0:
+        fill_garbage(c)
+    return [np.float32(1.5), a, b, np.float32(beta), c]
+
+
+PANEL_CASES = [
+    ((50, 23, 7), "nn", -0.5),
+    ((49, 21, 9), "tn", 0.0),
+    ((24, 11, 5), "nt", 1.0),
+    ((25, 30, 3), "tt", -0.5),
+    ((7, 3, 2), "nn", -0.5),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("out", SIXTEEN)
+@pytest.mark.parametrize(("shape", "trans", "beta"), PANEL_CASES, ids=str)
+def test_run_time_16_bit_outputs_over_several_panels(shape: tuple[int, int, int], trans: str,
+                                                     beta: float, out: str, target: str,
+                                                     rng, monkeypatch) -> None:  # fmt: skip
+    """Panels of 24 x 10 (whole ones, row and column tails, a C smaller than one panel)."""
+    monkeypatch.setattr(gemm_lowering, "PANEL_ROWS", 24)
+    monkeypatch.setattr(gemm_lowering, "PANEL_COLUMNS", 10)
+    text = dynamic_text(out, trans)
+    args = dynamic_arguments(rng, out, shape, trans, beta)
+    expected = [clone(x) for x in args]
+    run_reference(text, expected)
+    nanotc.compile(text, target=target, cache=False)["k"](*args, group_size=1)
+    assert_match(args[-1], expected[-1], depth=shape[2])
+
+
+@pytest.mark.parametrize("shape", [(2050, 6, 3), (9, 245, 4)], ids=str)
+def test_run_time_16_bit_outputs_past_one_full_size_panel(shape: tuple[int, int, int],
+                                                          rng) -> None:  # fmt: skip
+    assert shape[0] > gemm_lowering.PANEL_ROWS or shape[1] > gemm_lowering.PANEL_COLUMNS
+    args = dynamic_arguments(rng, "f16", shape, "nn", -0.5)
+    check(dynamic_text("f16", "nn"), args, depth=shape[2])
