@@ -7,6 +7,8 @@ f16 C takes these paths into f32 scratch (`through_f32_scratch`)."""
 
 from __future__ import annotations
 
+import math
+
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up
 from nanotc.ir.instructions import Axpby, BinaryOp, Expand, Gemm, Transpose
@@ -78,6 +80,9 @@ PANEL_COLUMNS = 240
 """The C panels a run-time-sized bf16 or f16 gemm computes at a time into f32 scratch (1.9
 MiB, heap). Each panel packs its A rows and B columns again: bf16 1000^3 ran at 0.86 of the
 same gemm into f32 C in 256 x 120 panels, 0.96 in 1024 x 240, 0.99 in 2048 x 240."""
+WHOLE_SCRATCH_BYTES = 16 * 1024 * 1024
+"""A static C's f32 copy up to this size is one scratch (every launch chunk, so every
+thread, holds one): a larger C is taken in panels, as a run-time one."""
 
 
 def _through_f32_scratch(g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
@@ -85,11 +90,12 @@ def _through_f32_scratch(g: Gemm, target: Target, options: CompileOptions) -> li
     scratch is not read), then C := scratch + beta C (`axpby`, atomic for an atomic gemm):
     the language's f32 arithmetic, rounded once on store. The gemm was computed element by
     element in loops of scalar code (bf16 64^3: 1.7 GFLOP/s against 30 for the same gemm
-    into f32 C); the axpby costs a fraction of the gemm's K steps. A static C has one scratch
-    of its size; a run-time one is taken in panels of PANEL_ROWS x PANEL_COLUMNS."""
+    into f32 C); the axpby costs a fraction of the gemm's K steps. A static C of at most
+    WHOLE_SCRATCH_BYTES in f32 has one scratch of its size; a larger one, or one of run-time
+    size, is taken in panels of PANEL_ROWS x PANEL_COLUMNS."""
     b = Builder(Region())
     shape = g.c.type.shape
-    if DYNAMIC not in shape:
+    if _whole_scratch(shape):
         scratch = b.alloca(MemRefType.packed(ScalarType.F32, list(shape)))
         _panel_through_scratch(b, g, (g.a, g.b, g.c), scratch, target, options)
         return b.region.instructions
@@ -103,6 +109,11 @@ def _through_f32_scratch(g: Gemm, target: Target, options: CompileOptions) -> li
             panel = _compact(body, scratch, mb, nb)
             _panel_through_scratch(body, g, operands, panel, target, options)
     return b.region.instructions
+
+
+def _whole_scratch(shape: tuple) -> bool:
+    """Whether C of `shape` has one f32 scratch of its own size (static sizes throughout)."""
+    return DYNAMIC not in shape and math.prod(shape) * 4 <= WHOLE_SCRATCH_BYTES
 
 
 def _panel_operands(b: Builder, g: Gemm, at: tuple[Value, Value], extents: tuple[Index, Index]

@@ -154,8 +154,7 @@ def test_run_time_16_bit_outputs_over_several_panels(shape: tuple[int, int, int]
                                                      beta: float, out: str, target: str,
                                                      rng, monkeypatch) -> None:  # fmt: skip
     """Panels of 24 x 10 (whole ones, row and column tails, a C smaller than one panel)."""
-    monkeypatch.setattr(gemm_lowering, "PANEL_ROWS", 24)
-    monkeypatch.setattr(gemm_lowering, "PANEL_COLUMNS", 10)
+    small_panels(monkeypatch)
     text = dynamic_text(out, trans)
     args = dynamic_arguments(rng, out, shape, trans, beta)
     expected = [clone(x) for x in args]
@@ -170,3 +169,39 @@ def test_run_time_16_bit_outputs_past_one_full_size_panel(shape: tuple[int, int,
     assert shape[0] > gemm_lowering.PANEL_ROWS or shape[1] > gemm_lowering.PANEL_COLUMNS
     args = dynamic_arguments(rng, "f16", shape, "nn", -0.5)
     check(dynamic_text("f16", "nn"), args, depth=shape[2])
+
+
+def small_panels(monkeypatch: pytest.MonkeyPatch, whole_bytes: int | None = None) -> None:
+    """Panels of 24 x 10 (and, given, a smaller limit for one scratch of C's size)."""
+    monkeypatch.setattr(gemm_lowering, "PANEL_ROWS", 24)
+    monkeypatch.setattr(gemm_lowering, "PANEL_COLUMNS", 10)
+    if whole_bytes is not None:
+        monkeypatch.setattr(gemm_lowering, "WHOLE_SCRATCH_BYTES", whole_bytes)
+
+
+def test_a_static_16_bit_output_past_the_whole_scratch_limit_takes_panels(monkeypatch) -> None:
+    """No launch chunk holds an f32 copy of a large C: 64 x 64 (16 KiB) past an 8 KiB limit."""
+    small_panels(monkeypatch, whole_bytes=8 * 1024)
+    text = gemm_text("bf16", 64, 64, 64)
+    tiled = nanotc.compile(text, cache=False).tiled()
+    assert "alloca -> memref<f32x240>" in tiled and "memref<f32x64x64>" not in tiled
+    assert "tile.gemm" in tiled
+    within = nanotc.compile(gemm_text("bf16", 64, 32, 64), cache=False).tiled()
+    assert "alloca -> memref<f32x64x32>" in within  # 8 KiB: one scratch
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("trans", ["nn", "tt"])
+def test_static_16_bit_outputs_in_panels_match_the_reference(trans: str, target: str, rng,
+                                                             monkeypatch) -> None:  # fmt: skip
+    small_panels(monkeypatch, whole_bytes=0)
+    m, n, k = 50, 23, 7
+    ta, tb = trans
+    a = random_array(rng, (k, m) if ta == "t" else (m, k), "bf16")
+    b = random_array(rng, (n, k) if tb == "t" else (k, n), "bf16")
+    args = [np.float32(1.5), a, b, np.float32(-0.5), random_array(rng, (m, n), "f16")]
+    text = gemm_text("f16", m, n, k, trans)
+    expected = [clone(x) for x in args]
+    run_reference(text, expected)
+    nanotc.compile(text, target=target, cache=False)["k"](*args, group_size=1)
+    assert_match(args[-1], expected[-1], depth=k)
