@@ -10,6 +10,9 @@ peers found:
   brgemm   batch-reduce C += sum_i A_i B_i over 32 (64^3) or 64 (32^3) pairs, one thread,
            swept many times per call (`kernels.batch_reduce_repeated`). Peer: libxsmm's bf16
            batch-reduce kernel (A pre-packed in its VNNI-2 layout, timed in C).
+  mlp-bf16c  the mlp part into a bf16 C (f32 accumulation, rounded once): C's size is known
+           at run time only, so nanotc computes it in f32 panels and rounds them into C
+           (`lowering.gemm.through_f32_scratch`). Peer: torch.mm, whose C is bf16 too.
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
            (`kernels.batched_repeated`), a batch of ~256 KB (in L2; `--cache-kb` for
            another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
@@ -24,7 +27,7 @@ kernel has `tile.amx_gemm` or `tile.amx_small_gemm`, vdpbf16ps (`bf16`) when its
 it, else fp32 FMAs (bf16 widened to f32, where the target's vdpbf16ps is slower than FMA).
 The vdpbf16ps and FMA loops are timed in the same rounds as the kernels.
 
-    python -m bench.w4_bf16 [--parts mlp,brgemm,batched,memory] [--threads 1,2]
+    python -m bench.w4_bf16 [--parts mlp,mlp-bf16c,brgemm,batched,memory] [--threads 1,2]
                             [--shapes 56x9x9,16x16x16]   (batched and memory)
                             [--cache-kb 16] [--working-set-mb 50]
 """
@@ -47,7 +50,7 @@ from bench.w2_batched import SHAPES as BATCHED_SHAPES
 from bench.w2_batched import add_shape_option
 
 BF16 = ml_dtypes.bfloat16
-PARTS = ("mlp", "brgemm", "batched", "memory")
+PARTS = ("mlp", "mlp-bf16c", "brgemm", "batched", "memory")
 MLP = ((512, 1024, 1024), (512, 2048, 2048))
 BRGEMM = ((64, 64, 64, 32), (32, 32, 32, 64))  # M, N, K, pairs
 CALL_SECONDS = 0.1
@@ -71,16 +74,20 @@ def bf16(rng: np.random.Generator, *shape: int) -> np.ndarray:
 
 class Check:
     """Validates C against a float64 product of the bf16 inputs: f32 accumulation, or bf16
-    rounding for a peer whose C is bf16."""
+    accumulation for a peer whose C is bf16 (its library's order is unknown), or
+    (`rounded_to`) f32 accumulation rounded once to C's 16-bit type, as nanotc's bf16 C."""
 
     def __init__(self, expected: np.ndarray, bound: np.ndarray, k: int):
         self.expected, self.bound, self.k = expected, bound, k
 
-    def __call__(self, c: np.ndarray, dtype: type, what: str) -> None:
+    def __call__(self, c: np.ndarray, dtype: type, what: str, rounded_to: type | None = None
+                 ) -> None:  # fmt: skip
         got = np.asarray(c, dtype=np.float64)
         tolerance_type = np.float32 if dtype is np.float32 else BF16
         eps = float(ml_dtypes.finfo(tolerance_type).eps)
         tolerance = 4 * eps * (np.sqrt(self.k) + 4) * self.bound + 1e-30
+        if rounded_to is not None:
+            tolerance += float(ml_dtypes.finfo(rounded_to).eps) * np.abs(self.expected)
         bad = ~(np.abs(got - self.expected) <= tolerance)
         if bad.any():
             raise harness.ValidationError(f"{what}: {int(bad.sum())} of {bad.size} wrong")
@@ -108,33 +115,41 @@ def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = P
             rows += _batched(settings, peers, rng, batches)
         elif part == "memory":
             rows += _memory(settings, rng, batches)
+        elif part == "mlp-bf16c":
+            rows += _mlp(settings, peers, rng, output="bf16")
         else:
             rows += {"mlp": _mlp, "brgemm": _brgemm}[part](settings, peers, rng)
     return rows
 
 
-def _mlp(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[Row]:
+def _mlp(settings: Settings, peers: Peers, rng: np.random.Generator, output: str = "f32"
+         ) -> list[Row]:  # fmt: skip
+    """The MLP layers into C of `output` (f32 or bf16)."""
     shapes = ((64, 128, 128),) if settings.quick else MLP
-    return [row for m, n, k in shapes for row in _mlp_shape(settings, peers, rng, m, n, k)]
+    return [row for shape in shapes for row in _mlp_shape(settings, peers, rng, shape, output)]
 
 
-def _mlp_shape(
-    settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int
-) -> list[Row]:
+def _mlp_shape(settings: Settings, peers: Peers, rng: np.random.Generator,
+               shape: tuple[int, int, int], output: str) -> list[Row]:  # fmt: skip
+    m, n, k = shape
     a, b = bf16(rng, m, k), bf16(rng, k, n)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    c = np.zeros((m, n), np.float32, order="F")
+    c_type = np.float32 if output == "f32" else BF16
+    c, c32 = np.zeros((m, n), c_type, order="F"), np.zeros((m, n), np.float32, order="F")
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     check = Check(a64 @ b64, np.abs(a64) @ np.abs(b64), k)
 
     def checked(what: str) -> None:
-        check(c, np.float32, what)
+        check(c, np.float32, what, rounded_to=None if output == "f32" else c_type)
+
+    def checked32(what: str) -> None:
+        check(c32, np.float32, what)
 
     rows = []
     for threads in settings.threads:
         label = f"{m}x{n}x{k} threads={threads}"
         nb = n // threads
-        source = kernels.column_blocks("f32", nb, inputs="bf16")
+        source = kernels.column_blocks(output, nb, inputs="bf16")
         kernel, kernel32 = (
             kernels.compiled(source),
             kernels.compiled(kernels.column_blocks("f32", nb)),
@@ -144,18 +159,19 @@ def _mlp_shape(
             kernel(a, b, c, group_size=t, num_threads=t)
 
         def ours32(t: int = threads, kernel32: kernels.Kernel = kernel32) -> None:
-            kernel32(a32, b32, c, group_size=t, num_threads=t)
+            kernel32(a32, b32, c32, group_size=t, num_threads=t)
 
         contenders = [
             Contender("nanotc", harness.repeat(ours)),
-            Contender("f32", harness.repeat(ours32)),
+            Contender("f32", harness.repeat(ours32), check=checked32),
         ]
         if peers.torch is not None:
             contenders.append(_torch_mm(peers.torch, a, b, check, threads))
         timings, peak = harness.compare_with_peak(
             f"bf16 {label}", contenders, checked, settings, unit(source), threads=threads
         )
-        rows.append(_row("mlp", f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings, peak,
+        variant = "mlp" if output == "f32" else "mlp-bf16c"
+        rows.append(_row(variant, f"{m}x{n}x{k}", threads, 2.0 * m * n * k, timings, peak,
                          f"nb={nb}, group_size={threads}"))  # fmt: skip
     return rows
 

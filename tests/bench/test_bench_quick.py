@@ -211,6 +211,24 @@ def test_a_wrong_bf16_kernel_stops_the_memory_part(
         w4_bf16.run(settings, peers, parts=["memory"])
 
 
+def test_a_wrong_bf16_output_stops_the_mlp_bf16c_part(
+    monkeypatch: pytest.MonkeyPatch, peers: Peers
+) -> None:
+    """alpha 2 in the kernel into bf16 C: its check (bf16 tolerance) must catch it, while the
+    f32 kernel beside it, which writes its own C, stays right."""
+    right = w4_bf16.kernels.column_blocks
+
+    def wrong(dtype: str, nb: int, beta: float = 0.0, inputs: str | None = None) -> str:
+        text = right(dtype, nb, beta, inputs)
+        return text.replace("gemm.n.n 1.0", "gemm.n.n 2.0") if dtype == "bf16" else text
+
+    monkeypatch.setattr(w4_bf16.kernels, "column_blocks", wrong)
+    settings = replace(QUICK, threads=(1,))
+    with pytest.raises(harness.ValidationError, match="nanotc"):
+        w4_bf16.run(settings, peers, parts=["mlp-bf16c"])
+    assert w4_bf16.run(settings, peers, parts=["mlp"])  # the f32-output kernels are untouched
+
+
 class LibxsmmWithoutBf16:
     """libxsmm as on a CPU below AVX-512 (its JIT target `hsw`): no bf16 kernel to dispatch,
     and any call of one is a failure of the benchmark."""
