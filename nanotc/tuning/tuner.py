@@ -56,6 +56,7 @@ from nanotc.lowering.choices import (
     reads_whole_rows,
     signature,
 )
+from nanotc.lowering.gemm import direct_gemm
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import (
     Blocking,
@@ -328,6 +329,8 @@ def _paths(g: Gemm, target: Target, launch: _Launch) -> list[str]:
 
 
 def _site(g: Gemm, path: str, target: Target) -> Site:
+    if path == DIRECT:  # the tiles read the copies the direct path makes (their types)
+        g = direct_gemm(Builder(Region()), g, target)
     element = g.c.type.element
     extents = gemm_extents(g)
     if path == BLOCKED:

@@ -933,12 +933,25 @@ def test_widened_bf16_broadcasts_are_a_word_broadcast_and_an_and(target: str | T
         assert not [i for i in loop.instructions if i.split()[0] in ("movzwl", "vmovd")]
 
 
+def f16_gemm(n: int | str) -> str:
+    """C += A B, A 64 x 256 and B 256 x n in f16, C f32."""
+    a, b, c = "memref<f16x64x256>", f"memref<f16x256x{n}>", f"memref<f32x64x{n}>"
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 1.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
 @pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
 def test_f16_broadcasts_convert_a_word_broadcast(target: str | Target) -> None:
-    """B's f16 element into f32 lanes in a K loop: vpbroadcastw from memory, then vcvtph2ps
-    of the broadcast; no scalar insert (vpinsrw) and conversion before a broadcast."""
-    text = bf16_gemm(64, 64, 256).replace("bf16", "f16")
-    loops = asm.hot_loops(assembly(text, target), "k")
+    """B's f16 element into f32 lanes in a K loop (a B of run-time size, which is not
+    widened into scratch first): vpbroadcastw from memory, then vcvtph2ps of the broadcast;
+    no scalar insert (vpinsrw) and conversion before a broadcast. The direct path's K loops
+    are those that convert f16 and multiply (the blocked path's read f32 packs)."""
+    loops = [
+        loop
+        for loop in asm.hot_loops(assembly(f16_gemm("?"), target), "k")
+        if {"vcvtph2ps", "vfmadd231ps"} <= {i.split()[0] for i in loop.instructions}
+    ]
     assert loops
     for loop in loops:
         assert loop.stack_accesses() == []
@@ -947,6 +960,20 @@ def test_f16_broadcasts_convert_a_word_broadcast(target: str | Target) -> None:
         converted = [i for i in loop.instructions if i.startswith("vcvtph2ps\t%xmm")]
         assert len(converted) >= len(broadcasts)
         assert not [i for i in loop.instructions if i.startswith("vpinsrw")]
+
+
+@pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
+def test_a_widened_f16_b_is_broadcast_as_f32(target: str | Target) -> None:
+    """A static f16 B copied into f32 first (`lowering.gemm.widens_b`): its broadcasts in
+    the K loop are vbroadcastss from memory, and the only conversions are A's vectors."""
+    loops = asm.hot_loops(assembly(f16_gemm(64), target), "k")
+    assert loops
+    for loop in loops:
+        assert loop.stack_accesses() == []
+        mnemonics = [i.split()[0] for i in loop.instructions]
+        assert "vbroadcastss" in mnemonics and "vpbroadcastw" not in mnemonics
+        conversions = [i for i in loop.instructions if i.startswith("vcvtph2ps")]
+        assert conversions and all("(" in i for i in conversions)  # A's, from memory
 
 
 @pytest.mark.parametrize("target", ["avx2", ZEN3], ids=["avx2", "zen3"])
