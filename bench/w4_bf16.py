@@ -15,7 +15,8 @@ peers found:
            (`lowering.gemm.through_f32_scratch`). Peer: torch.mm, whose C is bf16 too.
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
            (`kernels.batched_repeated`), a batch of ~256 KB (in L2; `--cache-kb` for
-           another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C).
+           another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C). `--inputs f16`: f16 A
+           and B instead (no peer).
   memory   the same gemms as W2's memory variant: a batch of ~200 MB of bf16 A and B and f32
            C (`--working-set-mb`), one member per work-group (`kernels.batched`), one sweep
            per timed call; column `f32`: nanotc's fp32 kernel on the same members (their
@@ -29,7 +30,7 @@ The vdpbf16ps and FMA loops are timed in the same rounds as the kernels.
 
     python -m bench.w4_bf16 [--parts mlp,mlp-bf16c,brgemm,batched,memory] [--threads 1,2]
                             [--shapes 56x9x9,16x16x16]   (batched and memory)
-                            [--cache-kb 16] [--working-set-mb 50]
+                            [--cache-kb 16] [--working-set-mb 50] [--inputs f16]
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from bench.w2_batched import SHAPES as BATCHED_SHAPES
 from bench.w2_batched import add_shape_option
 
 BF16 = ml_dtypes.bfloat16
+SIXTEEN_BIT = {"bf16": BF16, "f16": np.float16}
 PARTS = ("mlp", "mlp-bf16c", "brgemm", "batched", "memory")
 MLP = ((512, 1024, 1024), (512, 2048, 2048))
 BRGEMM = ((64, 64, 64, 32), (32, 32, 32, 64))  # M, N, K, pairs
@@ -68,8 +70,9 @@ def unit(source: str) -> str:
     return "bf16" if "vdpbf16ps" in compilation.assembly() else "fp32"
 
 
-def bf16(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return np.asfortranarray(rng.uniform(-1, 1, shape).astype(BF16))
+def bf16(rng: np.random.Generator, *shape: int, inputs: str = "bf16") -> np.ndarray:
+    """Uniform values in [-1, 1] as a Fortran-ordered array of bf16 (or `inputs`)."""
+    return np.asfortranarray(rng.uniform(-1, 1, shape).astype(SIXTEEN_BIT[inputs]))
 
 
 class Check:
@@ -101,6 +104,7 @@ class Batches:
     shapes: Sequence[tuple[int, int, int]] | None = None
     cache_bytes: int = CACHE_BYTES
     working_set: int = WORKING_SET_BYTES
+    inputs: str = "bf16"  # the batched part's A and B: bf16 or f16
 
 
 def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS,
@@ -242,18 +246,19 @@ def _batched(
     return [
         row
         for m, n, k in shapes
-        for row in _batched_shape(settings, peers, rng, (m, n, k), batches.cache_bytes)
+        for row in _batched_shape(settings, peers, rng, (m, n, k), batches)
     ]
 
 
 def _members(
-    rng: np.random.Generator, shape: tuple[int, int, int], initial: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, Check]:
-    """A batch of bf16 A_i and B_i (as many members as `initial`, C's starting values) and
-    the check of C_i = initial_i + A_i B_i."""
+    rng: np.random.Generator, shape: tuple[int, int, int], initial: np.ndarray,
+    inputs: str = "bf16",
+) -> tuple[np.ndarray, np.ndarray, Check]:  # fmt: skip
+    """A batch of bf16 (or `inputs`) A_i and B_i (as many members as `initial`, C's starting
+    values) and the check of C_i = initial_i + A_i B_i."""
     m, n, k = shape
     batch = initial.shape[2]
-    a, b = bf16(rng, m, k, batch), bf16(rng, k, n, batch)
+    a, b = bf16(rng, m, k, batch, inputs=inputs), bf16(rng, k, n, batch, inputs=inputs)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     product = initial + np.einsum("mki,kni->mni", a64, b64)
     bound = np.abs(initial) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
@@ -262,16 +267,16 @@ def _members(
 
 def _batched_shape(
     settings: Settings, peers: Peers, rng: np.random.Generator, shape: tuple[int, int, int],
-    cache_bytes: int,
+    batches: Batches,
 ) -> list[Row]:  # fmt: skip
     m, n, k = shape
     per_member = (m * k + k * n) * 2 + m * n * 4
-    batch = max(2, cache_bytes // per_member // 2 * 2)
+    batch = max(2, batches.cache_bytes // per_member // 2 * 2)
     initial = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
-    a, b, check = _members(rng, shape, initial)
+    a, b, check = _members(rng, shape, initial, batches.inputs)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     c = initial.copy(order="F")
-    source = kernels.batched_repeated("f32", m, n, k, inputs="bf16")
+    source = kernels.batched_repeated("f32", m, n, k, inputs=batches.inputs)
     kernel = kernels.compiled(source)
     kernel32 = kernels.compiled(kernels.batched_repeated("f32", m, n, k))
 
@@ -297,13 +302,14 @@ def _batched_shape(
             kernel32(a32, b32, c, reps, group_size=t, num_threads=t)
 
         contenders = [from_initial("nanotc", ours), from_initial("f32", ours32)]
-        if peers.torch is not None:
+        if peers.torch is not None and batches.inputs == "bf16":
             contenders.append(_torch_baddbmm(peers.torch, a, b, initial, check, threads))
         timings, peak = harness.compare_with_peak(
-            f"bf16 {label}", contenders, checked, settings, unit(source), CALL_SECONDS, threads
-        )
+            f"{batches.inputs} {label}", contenders, checked, settings, unit(source),
+            CALL_SECONDS, threads,
+        )  # fmt: skip
         rows.append(_row("batched", f"{m}x{n}x{k} b{batch}", threads, 2.0 * m * n * k * batch,
-                         timings, peak, f"batch={batch}"))  # fmt: skip
+                         timings, peak, f"batch={batch}", batches.inputs))  # fmt: skip
     return rows
 
 
@@ -381,8 +387,8 @@ def _torch_baddbmm(
 
 
 def _row(part: str, shape: str, threads: int, flops: float, timings: dict[str, Timing],
-         peak: harness.Peak, params: str) -> Row:  # fmt: skip
-    return Row(workload="w4", variant=part, shape=shape, dtype="bf16", threads=threads,
+         peak: harness.Peak, params: str, inputs: str = "bf16") -> Row:  # fmt: skip
+    return Row(workload="w4", variant=part, shape=shape, dtype=inputs, threads=threads,
                flops=flops, nanotc=timings.pop("nanotc"), peers=timings, peak=peak.gflops,
                peak_in_rounds=peak.in_rounds, peak_loop=peak.timing, params=params)  # fmt: skip
 
@@ -391,6 +397,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", type=harness.parse_list(str), help="mlp,brgemm,batched")
     add_shape_option(parser)  # the batched part's
     parser.add_argument("--cache-kb", type=float, help="batched part's batch size (default 256)")
+    parser.add_argument(
+        "--inputs", choices=tuple(SIXTEEN_BIT), default="bf16", help="batched part's A and B"
+    )
     parser.add_argument(
         "--working-set-mb", type=float, help="memory part's batch size (default 200)"
     )
@@ -408,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.shapes,
         int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES,
         int(args.working_set_mb * 1e6) if args.working_set_mb else WORKING_SET_BYTES,
+        args.inputs,
     )
     rows = run(settings, peers, tuple(args.parts or PARTS), batches)
     csv = None if args.no_csv else "w4_bf16"

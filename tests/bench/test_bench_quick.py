@@ -275,6 +275,18 @@ def test_w4_command_line_reaches_the_batches(monkeypatch: pytest.MonkeyPatch) ->
                   "--no-csv", "--peers", "numpy"])  # fmt: skip
     assert seen == {"parts": ("batched",),
                     "batches": w4_bf16.Batches(((20, 9, 20),), 16_000)}  # fmt: skip
+    w4_bf16.main(["--quick", "--parts", "batched", "--inputs", "f16", "--no-csv"])
+    assert seen["batches"] == w4_bf16.Batches(inputs="f16")
+
+
+def test_w4_batched_f16_inputs(peers: Peers) -> None:
+    """--inputs f16: the batched part's members are f16 (the kernel's A and B too), checked
+    and compared with nanotc's f32 kernel; torch's bf16 peer sits out."""
+    settings = replace(QUICK, threads=(1,))
+    batches = w4_bf16.Batches(shapes=((20, 9, 20),), cache_bytes=16_000, inputs="f16")
+    (row,) = w4_bf16.run(settings, peers, ("batched",), batches)
+    assert row.dtype == "f16" and row.gflops(row.nanotc) > 0
+    assert set(row.peers) == {"f32"}
 
 
 def test_w5_against_copy_bandwidth(peers: Peers) -> None:
