@@ -422,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = run(settings, peers, tuple(args.parts or PARTS), batches)
     csv = None if args.no_csv else "w4_bf16"
     notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]
-    harness.report(rows, "W4 bf16 gemm (bf16 A, B; f32 C)", notes, csv)
+    harness.report(rows, f"W4 {args.inputs} gemm ({args.inputs} A, B; f32 C)", notes, csv)
 
 
 if __name__ == "__main__":
