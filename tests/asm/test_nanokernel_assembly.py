@@ -101,6 +101,15 @@ def test_batched_small_gemm(target: str, dt: str, shape: tuple[int, int, int]) -
     )
 
 
+@pytest.mark.parametrize("target", ["avx2", "avx512"])
+@pytest.mark.parametrize("shape", [(56, 9, 9), (35, 9, 35), (64, 64, 64)], ids=str)
+def test_batched_f16_gemm_spills_nothing(target: str, shape: tuple[int, int, int]) -> None:
+    """f16 members (B copied into f32 scratch, A converted as loaded, no register reserved
+    for it): FMAs on full registers, nothing on the stack in the hot loops."""
+    check_hot_loops(batched_gemm("f32", *shape, inputs="f16"), target,
+                    registers=gemm_registers(target, "f32", shape[0]))  # fmt: skip
+
+
 @pytest.mark.parametrize(("dt", "m", "register"), [("f32", 8, "ymm"), ("f32", 3, "xmm"),
                                                    ("f64", 4, "ymm"), ("f64", 2, "xmm")])  # fmt: skip
 def test_short_tiles_use_narrower_whole_vectors(dt: str, m: int, register: str) -> None:
