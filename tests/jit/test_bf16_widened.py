@@ -23,10 +23,11 @@ WIDENING: tuple[str | Target, ...] = ("avx2", ZEN3)
 """FMAs on widened bf16: a generic AVX2 target, and Zen 3's (two k steps an iteration)."""
 
 
-def literal_text(m: int, n: int, k: int, alpha: float, beta: float, trans: str = "nn",
-                 types: tuple[str, str] = ("bf16", "bf16")) -> str:  # fmt: skip
+def literal_text(m: int, n: int | str, k: int, alpha: float | str, beta: float | str,
+                 trans: str = "nn", types: tuple[str, str] = ("bf16", "bf16")) -> str:  # fmt: skip
     """alpha and beta as literals: alpha 1 and beta 1 keep no epilogue registers (the tiles
-    are widest) and start the tiles from C itself. A and B of `types`, C f32."""
+    are widest) and start the tiles from C itself. A and B of `types`, C f32 (`n`, alpha and
+    beta may also be `?` and parameters `%alpha`, `%beta`)."""
     ta, tb = trans
     a = f"memref<{types[0]}x{k}x{m}>" if ta == "t" else f"memref<{types[0]}x{m}x{k}>"
     b = f"memref<{types[1]}x{n}x{k}>" if tb == "t" else f"memref<{types[1]}x{k}x{n}>"

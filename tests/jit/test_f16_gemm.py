@@ -16,18 +16,13 @@ from nanotc.lowering.gemm import widens_b
 from nanotc.targets import get
 
 from .helpers import TARGETS, check, compiled, random_array
+from .test_bf16_widened import literal_text
 
 
 def gemm_text(m: int, n: int | str, k: int, trans: str = "nn", b_type: str = "f16",
               alpha: str = "%alpha", beta: str = "%beta") -> str:  # fmt: skip
     """C := alpha op(A) op(B) + beta C, A f16, B of `b_type`, C f32 (`n` may be ?)."""
-    ta, tb = trans
-    a = f"memref<f16x{k}x{m}>" if ta == "t" else f"memref<f16x{m}x{k}>"
-    b = f"memref<{b_type}x{n}x{k}>" if tb == "t" else f"memref<{b_type}x{k}x{n}>"
-    c = f"memref<f32x{m}x{n}>"
-    return f"""func @k(%alpha: f32, %A: {a}, %B: {b}, %beta: f32, %C: {c}) {{
-  gemm.{ta}.{tb} {alpha}, %A, %B, {beta}, %C : f32, {a}, {b}, f32, {c}
-}}"""
+    return literal_text(m, n, k, alpha, beta, trans, ("f16", b_type))
 
 
 def test_a_static_f16_b_is_widened_once_into_f32_scratch() -> None:
