@@ -94,26 +94,33 @@ def _through_f32_scratch(g: Gemm, target: Target, options: CompileOptions) -> li
     WHOLE_SCRATCH_BYTES in f32 has one scratch of its size; a larger one, or one of run-time
     size, is taken in panels of PANEL_ROWS x PANEL_COLUMNS."""
     b = Builder(Region())
-    shape = g.c.type.shape
-    if _whole_scratch(shape):
-        scratch = b.alloca(MemRefType.packed(ScalarType.F32, list(shape)))
-        _panel_through_scratch(b, g, (g.a, g.b, g.c), scratch, target, options)
+    whole = whole_scratch_gemm(b, g)
+    if whole is not None:
+        _through_scratch(b, g, whole, g.c, target, options)
         return b.region.instructions
+    shape = g.c.type.shape
     scratch = b.alloca(MemRefType.packed(ScalarType.F32, [PANEL_ROWS * PANEL_COLUMNS]))
     rows, cols = (shape[i] if shape[i] != DYNAMIC else b.size(g.c, i) for i in (0, 1))
     with b.for_(0, cols, PANEL_COLUMNS) as (over_columns, j):
         nb = block_extent(over_columns, cols, j, PANEL_COLUMNS)
         with over_columns.for_(0, rows, PANEL_ROWS) as (body, i):
             mb = block_extent(body, rows, i, PANEL_ROWS)
-            operands = _panel_operands(body, g, (i, j), (mb, nb))
+            a, b_, c = _panel_operands(body, g, (i, j), (mb, nb))
             panel = _compact(body, scratch, mb, nb)
-            _panel_through_scratch(body, g, operands, panel, target, options)
+            gemm = _restaged(g, a=a, b=b_, beta=Constant(0.0, g.beta.type), c=panel, atomic=False)
+            _through_scratch(body, g, gemm, c, target, options)
     return b.region.instructions
 
 
-def _whole_scratch(shape: tuple) -> bool:
-    """Whether C of `shape` has one f32 scratch of its own size (static sizes throughout)."""
-    return DYNAMIC not in shape and math.prod(shape) * 4 <= WHOLE_SCRATCH_BYTES
+def whole_scratch_gemm(b: Builder, g: Gemm) -> Gemm | None:
+    """The f32-output gemm (beta 0) the tiles of a 16-bit C compute where C takes one f32
+    scratch of its own size (static, at most WHOLE_SCRATCH_BYTES), its alloca added to b;
+    None where C is taken in panels."""
+    shape = g.c.type.shape
+    if DYNAMIC in shape or math.prod(shape) * 4 > WHOLE_SCRATCH_BYTES:
+        return None
+    scratch = b.alloca(MemRefType.packed(ScalarType.F32, list(shape)))
+    return _restaged(g, beta=Constant(0.0, g.beta.type), c=scratch, atomic=False)
 
 
 def _panel_operands(b: Builder, g: Gemm, at: tuple[Value, Value], extents: tuple[Index, Index]
@@ -139,21 +146,13 @@ def _swapped(view: tuple[list, list]) -> tuple[list, list]:
     return offsets[::-1], sizes[::-1]
 
 
-def _panel_through_scratch(
-    b: Builder,
-    g: Gemm,
-    operands: tuple[Value, Value, Value],
-    scratch: Value,
-    target: Target,
-    options: CompileOptions,
-) -> None:
-    """scratch := alpha op(A) op(B) tiled, then C := scratch + beta C, for one panel."""
-    a, b_, c = operands
-    zero = Constant(0.0, g.beta.type)
-    gemm = _restaged(g, a=a, b=b_, beta=zero, c=scratch, atomic=False)
+def _through_scratch(b: Builder, g: Gemm, gemm: Gemm, c: Value, target: Target,
+                     options: CompileOptions) -> None:  # fmt: skip
+    """`gemm` (alpha op(A) op(B) into f32 scratch) tiled, then c := scratch + beta c, with
+    g's beta and atomicity: one panel of g's C, or all of it."""
     b.region.instructions.extend(lower_gemm(gemm, target, options))
     one = Constant(1.0, ScalarType.F32)
-    b.add(Axpby, trans=Transpose.N, atomic=g.atomic, alpha=one, a=scratch, beta=g.beta, b=c)
+    b.add(Axpby, trans=Transpose.N, atomic=g.atomic, alpha=one, a=gemm.c, beta=g.beta, b=c)
 
 
 def packed_a(g: Gemm, target: Target) -> ScalarType | None:
@@ -173,9 +172,10 @@ def packed_a(g: Gemm, target: Target) -> ScalarType | None:
 def widens_b(g: Gemm, target: Target) -> bool:
     """Whether the tiles read a static f16 B from an f32 copy made once (`_direct`) rather
     than converting an element at every broadcast (`vpbroadcastw` and `vcvtph2ps`, for each
-    row of tiles again). f16 batches in L2 on a Zen 3 ran 1.3-2.9x faster (8^3 2.9x, 16^3
-    1.3x, 64^3 1.6x, 56x9x9 1.6x). Not bf16: its broadcast widens with an and, and the copy
-    ran 0.88-1.0x. Up to half of L2 for the copy, beside the operands."""
+    row of tiles again). f16 batches in L2 on a Zen 3 ran 1.2-3.1x faster (8^3 3.1x, 32^3
+    and 64^3 1.6-1.7x, 56x9x9 2.0x, 35x9x35 1.5x, 20x9x20 1.2x). Not bf16: its broadcast
+    widens with an and, and the copy ran 0.88-1.0x. Up to half of L2 for the copy, beside
+    the operands."""
     t = g.b.type
     small = DYNAMIC not in t.shape and math.prod(t.shape) * 4 <= target.l2_bytes // 2
     return t.element is ScalarType.F16 and g.c.type.element is ScalarType.F32 and small

@@ -56,7 +56,7 @@ from nanotc.lowering.choices import (
     reads_whole_rows,
     signature,
 )
-from nanotc.lowering.gemm import direct_gemm
+from nanotc.lowering.gemm import direct_gemm, through_f32_scratch, whole_scratch_gemm
 from nanotc.lowering.gemm_amx import amx_applies
 from nanotc.lowering.gemm_blocked import (
     Blocking,
@@ -307,6 +307,8 @@ def _sites(region: Region, target: Target, launch: _Launch) -> list[Site]:
             continue
         for nested in inst.regions():
             out.extend(_sites(nested, target, launch))
+        if isinstance(inst, Gemm) and through_f32_scratch(inst) and not amx_applies(inst, target):
+            inst = whole_scratch_gemm(Builder(Region()), inst)  # the gemm its tiles compute
         # AMX gemms have fixed 16 x 16 tiles: nothing for the tuner to choose
         if isinstance(inst, Gemm) and supported(inst) and not amx_applies(inst, target):
             out.extend(_site(inst, path, target) for path in _paths(inst, target, launch))

@@ -141,8 +141,10 @@ def _batch_reduce(inputs: str) -> str:
         (_gemm(40, 12, 16, "f16"), "avx512"),
         (_batch_reduce("bf16"), "avx512"),
         (_gemm(66, 8, 64, "f32", beta="1.0"), "avx512"),  # the last two rows are row dot products
+        (_gemm(56, 9, 9, "bf16", "bf16", beta="1.0"), "avx2"),  # tiles on f32 scratch of C
+        (_gemm(40, 12, 16, "f16", "f16"), "avx512"),
     ],
-    ids=["bf16-dot", "bf16-avx2", "f16", "bf16-batch", "f32-row-dots"],
+    ids=["bf16-dot", "bf16-avx2", "f16", "bf16-batch", "f32-row-dots", "bf16-c", "f16-c"],
 )
 def test_site_keys_and_choices_are_the_lowerings(text: str, target: str) -> None:
     """The tuner names each site as lowering does and predicts its tile, so a tuned tile
