@@ -121,6 +121,14 @@ def _gemm(m: int, n: int, k: int, inputs: str, output: str = "f32", beta: str = 
 }}"""
 
 
+def _transposed_a(m: int, n: int, k: int, inputs: str) -> str:
+    """C = A^T B: a static A^T the direct path packs column-major first (`packed_a`)."""
+    a, b, c = f"memref<{inputs}x{k}x{m}>", f"memref<{inputs}x{k}x{n}>", f"memref<f32x{m}x{n}>"
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+    gemm.t.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+
+
 def _batch_reduce(inputs: str) -> str:
     a, b, c = (f"group<memref<{inputs}x32x32>>", f"group<memref<{inputs}x32x32>>",
                "memref<f32x32x32>")  # fmt: skip
@@ -143,8 +151,20 @@ def _batch_reduce(inputs: str) -> str:
         (_gemm(66, 8, 64, "f32", beta="1.0"), "avx512"),  # the last two rows are row dot products
         (_gemm(56, 9, 9, "bf16", "bf16", beta="1.0"), "avx2"),  # tiles on f32 scratch of C
         (_gemm(40, 12, 16, "f16", "f16"), "avx512"),
+        (_transposed_a(32, 24, 32, "f32"), "avx2"),  # the tiles read A's pack
+        (_transposed_a(32, 24, 32, "bf16"), "avx2"),  # widened into an f32 pack
     ],
-    ids=["bf16-dot", "bf16-avx2", "f16", "bf16-batch", "f32-row-dots", "bf16-c", "f16-c"],
+    ids=[
+        "bf16-dot",
+        "bf16-avx2",
+        "f16",
+        "bf16-batch",
+        "f32-row-dots",
+        "bf16-c",
+        "f16-c",
+        "f32-packed-a",
+        "bf16-packed-a",
+    ],
 )
 def test_site_keys_and_choices_are_the_lowerings(text: str, target: str) -> None:
     """The tuner names each site as lowering does and predicts its tile, so a tuned tile
