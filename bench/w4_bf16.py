@@ -70,7 +70,7 @@ def unit(source: str) -> str:
     return "bf16" if "vdpbf16ps" in compilation.assembly() else "fp32"
 
 
-def bf16(rng: np.random.Generator, *shape: int, inputs: str = "bf16") -> np.ndarray:
+def sixteen_bit(rng: np.random.Generator, *shape: int, inputs: str = "bf16") -> np.ndarray:
     """Uniform values in [-1, 1] as a Fortran-ordered array of bf16 (or `inputs`)."""
     return np.asfortranarray(rng.uniform(-1, 1, shape).astype(SIXTEEN_BIT[inputs]))
 
@@ -136,7 +136,7 @@ def _mlp(settings: Settings, peers: Peers, rng: np.random.Generator, output: str
 def _mlp_shape(settings: Settings, peers: Peers, rng: np.random.Generator,
                shape: tuple[int, int, int], output: str) -> list[Row]:  # fmt: skip
     m, n, k = shape
-    a, b = bf16(rng, m, k), bf16(rng, k, n)
+    a, b = sixteen_bit(rng, m, k), sixteen_bit(rng, k, n)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     c_type = np.float32 if output == "f32" else BF16
     c, c32 = np.zeros((m, n), c_type, order="F"), np.zeros((m, n), np.float32, order="F")
@@ -202,7 +202,7 @@ def _brgemm(settings: Settings, peers: Peers, rng: np.random.Generator) -> list[
 def _brgemm_shape(
     settings: Settings, peers: Peers, rng: np.random.Generator, m: int, n: int, k: int, count: int
 ) -> Row:
-    a, b = bf16(rng, m, k, count), bf16(rng, k, n, count)
+    a, b = sixteen_bit(rng, m, k, count), sixteen_bit(rng, k, n, count)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     c = np.zeros((m, n), np.float32, order="F")
@@ -258,7 +258,8 @@ def _members(
     values) and the check of C_i = initial_i + A_i B_i."""
     m, n, k = shape
     batch = initial.shape[2]
-    a, b = bf16(rng, m, k, batch, inputs=inputs), bf16(rng, k, n, batch, inputs=inputs)
+    a = sixteen_bit(rng, m, k, batch, inputs=inputs)
+    b = sixteen_bit(rng, k, n, batch, inputs=inputs)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     product = initial + np.einsum("mki,kni->mni", a64, b64)
     bound = np.abs(initial) + np.einsum("mki,kni->mni", np.abs(a64), np.abs(b64))
