@@ -249,6 +249,26 @@ def _logical(b: Builder, op: BinaryOp, x: bool | Value, y: bool | Value) -> bool
 def tile_gemm_blocked(
     g: Gemm, target: Target, options: CompileOptions = DEFAULT_OPTIONS
 ) -> list[Instruction]:
+    """The blocked path; where the first K block writes C and K is known only at run time,
+    behind a test of K: with no K block, C := alpha * 0 (zeros, without reading C, unless
+    alpha is NaN or infinite) instead. A bf16 A with run-time rows, always blocked on AVX2,
+    left C as it was."""
+    _, _, k = gemm_extents(g)
+    if k is not None or not first_block_writes_c(g):
+        return _blocks(g, target, options)
+    b = Builder(Region())
+    _, _, extent_k = extent_values(b, g)
+    branch = b.if_(b.cmp(CmpCond.EQ, extent_k, 0))
+    zero = Constant(0.0, g.alpha.type)
+    literal = isinstance(g.alpha, Constant)  # a literal is finite: alpha * 0 is 0
+    empty_sum = zero if literal else branch.then.arith(BinaryOp.MUL, g.alpha, zero)
+    branch.then.add(TileScale, beta=empty_sum, c=g.c)  # beta 0 does not read C
+    assert branch.otherwise is not None
+    branch.otherwise.region.instructions.extend(_blocks(g, target, options))
+    return b.region.instructions
+
+
+def _blocks(g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
     m, n, k = gemm_extents(g)
     sig = signature(g, BLOCKED, (m, n, k), blocked_reserved(g))
     tile = blocked_tile(g, target, options)
@@ -265,9 +285,7 @@ def tile_gemm_blocked(
     extent_m, extent_n, extent_k = extent_values(b, g)
     dots = 0 if pairs else dot_rows(g, target)
     tiled_m = extent_m - dots if isinstance(extent_m, int) else extent_m
-    # K > 0 here (needs_blocking asks for more operand bytes than half of L2), so there is a
-    # first K block to write C
-    scale_c_once(b, g)
+    scale_c_once(b, g)  # (where the first K block writes C, K > 0 here)
     kc = blocks.kc + blocks.kc % 2  # room for an odd block's zero-padded last pair
     a_rows = _capacity(None if m is None else m - dots, blocks.mc, tile.mr)
     a_pack = b.alloca(MemRefType.packed(packed, [a_rows * kc]))

@@ -205,3 +205,17 @@ def test_static_16_bit_outputs_in_panels_match_the_reference(trans: str, target:
     run_reference(text, expected)
     nanotc.compile(text, target=target, cache=False)["k"](*args, group_size=1)
     assert_match(args[-1], expected[-1], depth=k)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+def test_run_time_k_of_zero_into_16_bit_c(beta: float, target: str, rng) -> None:
+    """No K at all: C := beta C (zeros over NaN for beta 0). The scratch must be written
+    although no K block runs (`gemm_blocked.tile_gemm_blocked`); fresh heap scratch reads as
+    zeros, so test_gemm_blocked's K = 0 test is the one that catches a missing write."""
+    c = random_array(rng, (6, 4), "bf16")
+    if beta == 0:
+        fill_garbage(c)
+    a, b = random_array(rng, (6, 0), "bf16"), random_array(rng, (0, 4), "bf16")
+    check(dynamic_text("bf16", "nn"), [np.float32(1.5), a, b, np.float32(beta), c],
+          target=target)  # fmt: skip

@@ -555,6 +555,30 @@ def test_bf16_blocked_gemm_with_beta_zero_never_reads_c(rng) -> None:
     check(c, a.astype(np.float64) @ b.astype(np.float64), "f32", k)
 
 
+@pytest.mark.parametrize("inputs", ["bf16", "f16"])
+@pytest.mark.parametrize("target", runnable("avx2", ZEN3), ids=["avx2", "zen3"])
+def test_run_time_k_of_zero_with_beta_zero_writes_c(inputs: str, target: str | Target) -> None:
+    """A 16-bit A with run-time rows always takes the blocked path on AVX2, whose first K
+    block writes C: with K = 0 there is none, and C := alpha * 0 (`tile.scale` by it)
+    writes a C of NaNs instead; a run-time alpha of NaN or infinity makes it NaN, as the
+    reference does. K > 0 runs the blocks."""
+    a_t, c_t = f"memref<{inputs}x?x?>", "memref<f32x?x?>"
+    text = f"""func @k(%alpha: f32, %A: {a_t}, %B: {a_t}, %C: {c_t}) {{
+  gemm.n.n %alpha, %A, %B, 0.0, %C : f32, {a_t}, {a_t}, f32, {c_t}
+}}"""
+    tiled = compiled(text, target).tiled()
+    assert "tile.pack" in tiled and re.search(r"if %\d+ \{\s*%\d+ = arith.mul %alpha", tiled)
+    kernel = compiled(text, target)["k"]
+    dtype = ml_dtypes.bfloat16 if inputs == "bf16" else np.float16
+    for k, alpha in ((0, 1.5), (3, 1.5), (0, np.inf), (0, np.nan)):
+        a, b = (np.ones(shape, dtype, order="F") for shape in ((40, k), (k, 9)))
+        c = np.full((40, 9), np.nan, np.float32, order="F")
+        kernel(np.float32(alpha), a, b, c, group_size=1)
+        with np.errstate(invalid="ignore"):
+            want = np.float32(alpha) * np.float32(k)  # inf * 0 and NaN * 0 are NaN
+        np.testing.assert_array_equal(c, np.full((40, 9), want, np.float32))
+
+
 @pytest.mark.parametrize(("ty", "tile"), [("f32", (1, 12)), ("f64", (1, 7))], ids=str)
 def test_packed_b_panels_narrower_than_vectors_mask_one_store_per_chunk(
     ty: str, tile: tuple[int, int], rng
