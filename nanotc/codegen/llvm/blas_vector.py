@@ -105,8 +105,10 @@ def gemv_n_applies(inst: BlasInstruction, out: MemrefValue, a: MemrefValue) -> b
 
 
 class VectorLoops:
-    def __init__(self, e: FunctionEmitter, ct: ScalarType):
-        self.e, self.b, self.ct = e, e.b, ct
+    def __init__(self, e: FunctionEmitter, ct: ScalarType, unroll: bool = True):
+        """`unroll=False`: LLVM does not unroll the full vectors' loop (a cold or
+        memory-bound pass, whose unrolled copies would only cost compile time)."""
+        self.e, self.b, self.ct, self.unroll = e, e.b, ct, unroll
         self.lanes = e.state.target.lanes(ct)
         self.type = vec.vector_type(register_type(ct), self.lanes)
         self.fused = e.state.target.fma
@@ -220,7 +222,7 @@ class VectorLoops:
         vec.store_fence(self.b)
 
     def _vector_loop(self, start: Dim, stop: Dim, body: Body, name: str) -> None:
-        with for_range(self.b, start, stop, self.lanes, name=name) as i:
+        with for_range(self.b, start, stop, self.lanes, name=name, unroll=self.unroll) as i:
             body(i, None)
 
     @contextmanager

@@ -64,20 +64,22 @@ def _min(e: FunctionEmitter, inst: TileMin) -> None:
 @emits(TileScale)
 def _scale(e: FunctionEmitter, inst: TileScale) -> None:
     """C := 0 * 0 + beta * C through the common output update (so beta = 0 writes zeros
-    without reading C), with full vectors where C's columns are contiguous."""
+    without reading C), with full vectors where C's columns are contiguous. One pass over C,
+    before or instead of a gemm's blocks: its loops are not unrolled (the copies only added
+    compile time to dynamic gemms)."""
     c: MemrefValue = e.value(inst.c)
     ct = compute_type(c.type.element)
     zero = ir.Constant(register_type(ct), 0)
 
     def columns(u: OutputUpdate) -> None:
         b = e.b
-        with for_range(b, 0, c.shape[1], name="j") as j:
+        with for_range(b, 0, c.shape[1], name="j", unroll=False) as j:
             column = MemrefValue(c.type, memref_element(b, c, [0, j]), c.shape, c.stride)
             if c.stride[0] == 1 and ct in VECTOR_TYPES:
-                v = VectorLoops(e, ct)
+                v = VectorLoops(e, ct, unroll=False)
                 v.each(c.shape[0], lambda i, mask: v.write(u, column, i, vec.zeros(v.type), mask))
             else:
-                with for_range(b, 0, c.shape[0]) as i:
+                with for_range(b, 0, c.shape[0], unroll=False) as i:
                     write_output(b, u, memref_element(b, column, [i, 0]), zero)
 
     update_output(e, inst.beta, Constant(0, ct), False, c, columns)
