@@ -307,11 +307,12 @@ def _sites(region: Region, target: Target, launch: _Launch) -> list[Site]:
             continue
         for nested in inst.regions():
             out.extend(_sites(nested, target, launch))
-        if isinstance(inst, Gemm) and through_f32_scratch(inst) and not amx_applies(inst, target):
-            inst = whole_scratch_gemm(Builder(Region()), inst)  # the gemm its tiles compute
         # AMX gemms have fixed 16 x 16 tiles: nothing for the tuner to choose
-        if isinstance(inst, Gemm) and supported(inst) and not amx_applies(inst, target):
-            out.extend(_site(inst, path, target) for path in _paths(inst, target, launch))
+        if not isinstance(inst, Gemm) or amx_applies(inst, target):
+            continue
+        tiled = whole_scratch_gemm(Builder(Region()), inst) if through_f32_scratch(inst) else inst
+        if tiled is not None and supported(tiled):  # (a 16-bit C's: the gemm on its scratch)
+            out.extend(_site(tiled, path, target) for path in _paths(tiled, target, launch))
     return out
 
 
