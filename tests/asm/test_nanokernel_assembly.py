@@ -687,8 +687,8 @@ def _vector_arithmetic(code: str) -> str:
     return "\n".join(line for line in code.splitlines() if line.strip().startswith(ops))
 
 
-def bf16_gemm(m: int, n: int, k: int) -> str:
-    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<f32x{m}x{n}>"
+def bf16_gemm(m: int, n: int, k: int, out: str = "f32") -> str:
+    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<{out}x{m}x{n}>"
     return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   gemm.n.n 1.0, %A, %B, 1.0, %C : f32, {a}, {b}, f32, {c}
 }}"""
@@ -719,6 +719,21 @@ def test_bf16_gemm_uses_vdpbf16ps_on_zmm(shape: tuple[int, int, int]) -> None:
         dots = [i for i in loop.instructions if i.startswith("vdpbf16ps")]
         assert dots and all("%zmm" in i for i in dots)
         assert loop.stack_accesses() == []
+
+
+@pytest.mark.parametrize("out", ["bf16", "f16"])
+def test_16_bit_outputs_keep_vdpbf16ps_tiles(out: str) -> None:
+    """A bf16 gemm into a 16-bit C runs the K loops of the same gemm into an f32 C (on its
+    f32 scratch): vdpbf16ps on zmm, nothing spilled."""
+
+    def dots(out: str) -> list[int]:
+        loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 256, out), "avx512"), "k", "vdpbf16ps")
+        for loop in loops:
+            products = [i for i in loop.instructions if i.startswith("vdpbf16ps")]
+            assert all("%zmm" in i for i in products) and loop.stack_accesses() == []
+        return [loop.count("vdpbf16ps") for loop in loops]
+
+    assert dots(out) == dots("f32") and all(dots(out))
 
 
 @pytest.mark.parametrize(
