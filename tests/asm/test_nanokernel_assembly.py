@@ -914,6 +914,24 @@ def test_short_k_tiles_writing_c_prefetch_it_first(target: str, k: int, prefetch
     assert loops and not any(loop.count("prefetchw") for loop in loops)
 
 
+@pytest.mark.parametrize(
+    ("dt", "shape", "prefetched"),
+    [("bf16", (16, 16, 16), False), ("bf16", (64, 64, 64), False), ("f32", (35, 9, 35), False),
+     ("bf16", (64, 64, 192), True)],
+    ids=str,
+)  # fmt: skip
+def test_batch_members_within_l1_do_not_prefetch_c(dt: str, shape: tuple[int, int, int],
+                                                   prefetched: bool) -> None:  # fmt: skip
+    """Tiles writing C after their K loop ask for C's lines first, but not in a small gemm
+    whose A, B and C span L1 at most together (`nanokernel.fetches_c_ahead`): a batch
+    member's C comes with its A and B. A member past L1 (bf16 64x64x192: 64 KiB against the
+    avx512 target's 48) still does."""
+    text = batched_gemm("f32", *shape, inputs=dt if dt != "f32" else None)
+    listing = nanotc.compile(text, target="avx512").nanokernels()
+    assert ("prefetchw every line of C[tile]" in listing) is prefetched
+    assert "C[tile] := acc + C" in listing  # the tile reads and writes C after its K loop
+
+
 def test_bf16_tile_narrows_its_last_vector() -> None:
     """bf16 20 x 9 x 20: the tile's last vector holds C's last four rows in an xmm, whose
     pairs two 8-byte loads and one vpunpcklwd make: no lane masks, nothing spilled."""
