@@ -492,9 +492,9 @@ def fetches_c_ahead(inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int |
     gemm, one whose A, B and C views are static and span L1 at most together, such as a
     batch member's: its C comes from L2, or streams in with A and B (by the hardware
     prefetchers or the previous member's prefetches), and asking for it again only costs.
-    In-process A/B on a Zen 4, one thread, without the asks: bf16 batches into f32 from
-    memory 16^3 1.03x, 32^3 1.02x, 64^3 1.05x, 35x9x35 1.01x, f32 35x9x35 1.03-1.05x; in
-    L2 1.00-1.03x. The tiles of blocked gemms (A a packed panel of run-time K) and of row
+    In-process A/B on a Zen 4 without the asks: bf16 batches into f32 from memory 16^3
+    1.03-1.08x, 32^3 1.02x, 64^3 1.04-1.05x, 35x9x35 1.00-1.01x, f32 35x9x35 1.03-1.05x; in
+    L2 0.99-1.03x. The tiles of blocked gemms (A a packed panel of run-time K) and of row
     panels (views of a larger A and C) keep them. Not in a batch-reduce loop, whose C stays
     in registers across it."""
     if isinstance(inst, TileBatchGemm) or (k is not None and k < PREFETCH_C_K):
