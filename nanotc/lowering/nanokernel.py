@@ -495,8 +495,9 @@ def fetches_c_ahead(inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int |
     In-process A/B on a Zen 4 without the asks: bf16 batches into f32 from memory 16^3
     1.03-1.08x, 32^3 1.02x, 64^3 1.04-1.05x, 35x9x35 1.00-1.01x, f32 35x9x35 1.03-1.05x; in
     L2 0.99-1.03x. The tiles of blocked gemms (A a packed panel of run-time K) and of row
-    panels (views of a larger A and C) keep them. Not in a batch-reduce loop, whose C stays
-    in registers across it."""
+    panels keep them: spans are measured with the views' strides, as a row panel's few rows
+    of a tall A span all of it (`register_tile.small_gemm` counts elements of m, n and k).
+    Not in a batch-reduce loop, whose C stays in registers across it."""
     if isinstance(inst, TileBatchGemm) or (k is not None and k < PREFETCH_C_K):
         return False
     views = (a_type, inst.b.type, inst.c.type)
