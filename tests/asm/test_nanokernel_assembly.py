@@ -726,8 +726,9 @@ def test_16_bit_outputs_keep_vdpbf16ps_tiles(out: str) -> None:
     """A bf16 gemm into a 16-bit C runs the K loops of the same gemm into an f32 C (on its
     f32 scratch): vdpbf16ps on zmm, nothing spilled."""
 
-    def dots(out: str) -> list[int]:
-        loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 256, out), "avx512"), "k", "vdpbf16ps")
+    def dots(c_type: str) -> list[int]:
+        code = assembly(bf16_gemm(64, 64, 256, c_type), "avx512")
+        loops = asm.hot_loops(code, "k", "vdpbf16ps")
         for loop in loops:
             products = [i for i in loop.instructions if i.startswith("vdpbf16ps")]
             assert all("%zmm" in i for i in products) and loop.stack_accesses() == []
