@@ -49,7 +49,8 @@ def run(
 
 def _row(case: w2_batched.Case, peers: Peers) -> Row:
     (m, k, _), n = case.a.shape, case.b.shape[1]
-    contenders = [Contender("nanotc", case.nanotc_call()), *case.peer_contenders(peers)]
+    arrays = (case.a, case.b, case.c)
+    contenders = [Contender("nanotc", case.nanotc_call(arrays)), *case.peer_contenders(peers)]
     case.check.reset()
     label = f"{m}x{n}x{k} {case.dtype} (in cache)"
     timings, peak = harness.compare_with_peak(

@@ -19,7 +19,9 @@ to a scratch batch, then is added to C). The memory variant also times `stream`
 (bench/peers/memory_driver.c), not a gemm: the same sweep's traffic without its arithmetic,
 member by member, A_i and B_i read and C_i read and written back unchanged. Its "GF/s" is the
 rate the gemm would have at the stream's speed, and nanotc/stream the share of that speed
-nanotc reaches.
+nanotc reaches. `--aligned-copy` adds `nanotc-aligned`: nanotc's kernel on copies of A, B and C
+whose data start on a cache line (`nanotc.empty_aligned`; numpy starts a large array's data 16
+bytes past one), so nanotc/nanotc-aligned is what that placement costs.
 
     python -m bench.w2_batched [--variants memory,cache] [--shapes 32x32x32,35x9x35] ...
 """
@@ -33,6 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import nanotc
 from bench import harness, kernels
 from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover, memory, torch_peer
@@ -110,6 +113,7 @@ def run(
     variants: Sequence[str] = VARIANTS,
     sizes: Sizes | None = None,
     prefetch: bool = False,
+    aligned_copy: bool = False,
 ) -> list[Row]:
     """One row per (variant, dtype, shape, threads), validated then timed."""
     peers = peers if peers is not None else discover(settings.peers)
@@ -131,7 +135,8 @@ def run(
                 )
                 check = BatchCheck(a, b, c, rng)
                 for threads in settings.threads:
-                    case = Case(variant, dtype, threads, a, b, c, check, settings, sizes, prefetch)
+                    case = Case(variant, dtype, threads, a, b, c, check, settings, sizes, prefetch,
+                                aligned_copy)  # fmt: skip
                     rows.append(case.row(peers))
                 del a, b, c, check
     return rows
@@ -151,6 +156,7 @@ class Case:
     settings: Settings
     sizes: Sizes
     prefetch: bool
+    aligned_copy: bool = False
 
     def row(self, peers: Peers) -> Row:
         """Validate one sweep of each implementation, then time them in interleaved rounds: one
@@ -159,7 +165,11 @@ class Case:
         a, b, c, threads = self.a, self.b, self.c, self.threads
         (m, k, batch), n = a.shape, b.shape[1]
         label = f"{m}x{n}x{k} {self.dtype} batch={batch} threads={threads} ({self.variant})"
-        contenders = [Contender("nanotc", self.nanotc_call()), *self.peer_contenders(peers)]
+        contenders = [
+            Contender("nanotc", self.nanotc_call((a, b, c))),
+            *self.aligned_contender(),
+            *self.peer_contenders(peers),
+        ]
         call_seconds = None if self.variant == "memory" else self.sizes.call_seconds
         self.check.reset()  # C holds the sweeps timed in the previous configuration
         timings = harness.compare(
@@ -182,10 +192,11 @@ class Case:
             note=blas_threads_note(threads),
         )
 
-    def nanotc_call(self) -> Callable[[int], None]:
-        """nanotc's call: one launch per sweep (memory, launch) or `reps` sweeps in one launch
-        (cache)."""
-        a, b, c, threads = self.a, self.b, self.c, self.threads
+    def nanotc_call(self, arrays: tuple[np.ndarray, np.ndarray, np.ndarray]
+                    ) -> Callable[[int], None]:  # fmt: skip
+        """nanotc's call on `arrays` (A, B, C): one launch per sweep (memory, launch) or `reps`
+        sweeps in one launch (cache)."""
+        (a, b, c), threads = arrays, self.threads
         (m, k, batch), n = a.shape, b.shape[1]
         if self.variant != "cache":
             kernel = kernels.compiled(kernels.batched(self.dtype, m, n, k))
@@ -201,6 +212,19 @@ class Case:
             repeated(a, b, c, reps, group_size=threads, num_threads=threads)
 
         return cache
+
+    def aligned_contender(self) -> list[Contender]:
+        """`nanotc-aligned` where asked for: nanotc on line-aligned copies of A, B and C (C as
+        the check starts it), validated against its own copy of C."""
+        if not self.aligned_copy:
+            return []
+        sources = (self.a, self.b, self.check.initial)
+        copies = [nanotc.empty_aligned(x.shape, x.dtype) for x in sources]
+        for copy, source in zip(copies, sources):
+            copy[...] = source
+        a, b, c = copies
+        check = BatchCheck(a, b, c, np.random.default_rng(self.settings.seed))
+        return [Contender("nanotc-aligned", self.nanotc_call((a, b, c)), check=check)]
 
     def peer_contenders(self, peers: Peers) -> list[Contender]:
         """The available peers sweeping the same batch `reps` times per call, on the same
@@ -265,6 +289,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--libxsmm-prefetch", action="store_true", help="libxsmm kernels prefetch the next operands"
     )
+    parser.add_argument(
+        "--aligned-copy", action="store_true", help="also time nanotc on line-aligned copies"
+    )
 
 
 def sizes_from(args: argparse.Namespace, quick: bool) -> Sizes:
@@ -304,7 +331,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     peers = discover(settings.peers)
     sizes = sizes_from(args, settings.quick)
     variants = tuple(args.variants or VARIANTS)
-    rows = run(settings, peers, args.shapes, variants, sizes, args.libxsmm_prefetch)
+    rows = run(
+        settings, peers, args.shapes, variants, sizes, args.libxsmm_prefetch, args.aligned_copy
+    )
     csv = None if args.no_csv else "w2_batched"
     notes = peers.notes + notes_for(sizes, variants)
     harness.report(rows, "W2 batched small GEMM C_i += A_i B_i (column-major)", notes, csv)

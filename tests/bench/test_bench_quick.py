@@ -57,6 +57,23 @@ def test_w2_batched(peers: Peers) -> None:
     assert {r.shape.split()[1] for r in launch} == {"b8"}  # the quick launch batch
 
 
+def test_w2_times_nanotc_on_aligned_copies_when_asked(
+    monkeypatch: pytest.MonkeyPatch, peers: Peers
+) -> None:
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    rows = w2_batched.run(settings, peers, [(56, 9, 9)], ["cache", "memory"], aligned_copy=True)
+    assert all(r.gflops(r.peers["nanotc-aligned"]) > 0 for r in rows)
+    right = w2_batched.Case.nanotc_call
+
+    def on_the_originals(case: w2_batched.Case, arrays: tuple) -> object:
+        return right(case, (case.a, case.b, case.c))
+
+    # the copies left untouched: the aligned contender's own check must catch it
+    monkeypatch.setattr(w2_batched.Case, "nanotc_call", on_the_originals)
+    with pytest.raises(harness.ValidationError, match="nanotc-aligned"):
+        w2_batched.run(settings, peers, [(56, 9, 9)], ["cache"], aligned_copy=True)
+
+
 @pytest.mark.parametrize("shape", [(16, 16, 16), (56, 9, 9), (3, 5, 7)])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_the_stream_moves_every_byte_and_changes_none(shape: tuple[int, int, int],
