@@ -48,5 +48,15 @@ def test_calling_convention_c_example_builds_and_runs(tmp_path: Path) -> None:
 
 def test_links_between_documents_resolve() -> None:
     for path in [ROOT / "README.md", *DOCS.glob("*.md")]:
-        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", path.read_text()):
-            assert (path.parent / target).exists(), f"{path.name} links to missing {target}"
+        for target, section in re.findall(r"\]\(([^)#:]*\.md)?(?:#([^)]*))?\)", path.read_text()):
+            linked = (path.parent / target) if target else path
+            assert linked.exists(), f"{path.name} links to missing {target}"
+            if section:
+                assert section in heading_anchors(linked), f"{path.name}: no #{section} in {target}"
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them (code blocks skipped)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    headings = re.findall(r"^#+ (.*)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
