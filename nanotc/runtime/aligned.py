@@ -12,6 +12,7 @@ at its first aligned byte; the view keeps the buffer alive as its base.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -33,8 +34,12 @@ def empty_aligned(shape: int | tuple[int, ...], dtype: Any = np.float32, *, orde
     _check_alignment(alignment, element)
     if order not in ("F", "C"):
         raise ValueError(f"order must be 'F' or 'C', got {order!r}")
-    nbytes = int(np.prod(dims, dtype=np.int64)) * element.itemsize
-    buffer = np.empty(nbytes + alignment, np.uint8)
+    nbytes = math.prod(dims) * element.itemsize  # Python's integers: no silent wrap-around
+    try:
+        buffer = np.empty(nbytes + alignment, np.uint8)
+    except (ValueError, MemoryError) as e:
+        raise MemoryError(f"cannot allocate {nbytes} bytes for an array of shape {dims} "
+                          f"and dtype {element}: {e}") from None  # fmt: skip
     start = -buffer.ctypes.data % alignment
     return np.ndarray(dims, element, buffer=buffer[start:], order=order)
 

@@ -75,6 +75,13 @@ def test_aligned_copies_keep_row_major_and_make_views_column_major() -> None:
     np.testing.assert_array_equal(copy, view)
 
 
+def test_an_impossible_size_says_which_array_it_was() -> None:
+    with pytest.raises(
+        MemoryError, match=r"shape \(1099511627776, 1099511627776\) and dtype float32"
+    ):
+        nanotc.empty_aligned((2**40, 2**40), "f32")
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
