@@ -2,9 +2,9 @@
 
 numpy places a large array's data 16 bytes past a 64-byte line (glibc's allocation header at
 the start of an mmap'd page), so a column that starts there is read and written by 64-byte
-vectors that each straddle two lines. Small batched gemms in cache ran up to 1.13x faster
-on line-aligned operands (docs/benchmarks.md, "Line-aligned operands"); their kernels are
-the same, only where the data lie differs.
+vectors that each straddle two lines. Small batched gemms in cache ran up to 1.16x faster
+on line-aligned operands, one shape (f64 16^3) 0.94-0.97x as fast (docs/benchmarks.md,
+"Line-aligned operands"); their kernels are the same, only where the data lie differs.
 
 An aligned array is a view into a numpy byte buffer allocated one alignment larger and cut
 at its first aligned byte; the view keeps the buffer alive as its base.
@@ -69,7 +69,8 @@ def aligned(array: np.ndarray, *, alignment: int = LINE_BYTES) -> np.ndarray:
 
 def _shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims):
+    integers = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims)
+    if not integers or any(d < 0 for d in dims):
         raise ValueError(f"shape must be non-negative integers, got {shape!r}")
     return tuple(int(d) for d in dims)
 

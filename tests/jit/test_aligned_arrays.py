@@ -91,6 +91,7 @@ def test_an_impossible_size_says_which_array_it_was() -> None:
         (lambda: nanotc.empty_aligned((3, 3), order="K"), "order must be 'F' or 'C'"),
         (lambda: nanotc.empty_aligned((3, -1)), r"non-negative integers, got \(3, -1\)"),
         (lambda: nanotc.empty_aligned((3, 2.5)), "non-negative integers"),
+        (lambda: nanotc.empty_aligned((3, True)), "non-negative integers"),
         (lambda: nanotc.aligned([1.0, 2.0]), "must be a numpy array, got list"),
     ],
 )
