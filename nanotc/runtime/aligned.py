@@ -18,10 +18,12 @@ from typing import Any, Literal
 import numpy as np
 
 from nanotc.ir.types import ScalarType, numpy_dtype
+from nanotc.runtime.launcher import is_count
 
 LINE_BYTES = 64  # the default alignment: a cache line of every target nanotc knows
 
 Order = Literal["F", "C"]
+_TYPE_NAMES = {t.value: t for t in ScalarType}
 
 
 def empty_aligned(shape: int | tuple[int, ...], dtype: Any = np.float32, *, order: Order = "F",
@@ -68,23 +70,20 @@ def aligned(array: np.ndarray, *, alignment: int = LINE_BYTES) -> np.ndarray:
 
 
 def _shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    integers = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims)
-    if not integers or any(d < 0 for d in dims):
+    dims = (shape,) if is_count(shape) else tuple(shape)
+    if not all(is_count(d) and d >= 0 for d in dims):
         raise ValueError(f"shape must be non-negative integers, got {shape!r}")
     return tuple(int(d) for d in dims)
 
 
 def _dtype(dtype: Any) -> np.dtype[Any]:
-    names = {t.value: t for t in ScalarType}
-    if isinstance(dtype, str) and dtype in names:
-        return numpy_dtype(names[dtype])
+    if isinstance(dtype, str) and dtype in _TYPE_NAMES:
+        return numpy_dtype(_TYPE_NAMES[dtype])
     return np.dtype(dtype)
 
 
 def _check_alignment(alignment: int, element: np.dtype[Any]) -> None:
-    integer = isinstance(alignment, int) and not isinstance(alignment, bool)
-    power_of_two = integer and alignment > 0 and alignment & (alignment - 1) == 0
+    power_of_two = is_count(alignment) and alignment > 0 and alignment & (alignment - 1) == 0
     if not power_of_two or alignment < element.alignment:
         raise ValueError(
             f"alignment must be a power of two of at least {element.alignment} bytes "

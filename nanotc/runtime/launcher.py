@@ -78,12 +78,12 @@ class Kernel:
     def prepare(self, *args: Any, group_size: int, num_threads: int | None = None) -> Launch:
         """Bind and check the arguments once; the returned Launch runs the kernel on them
         (reading and writing the arrays in place) each time it is called."""
-        if not _is_count(group_size) or not 0 <= group_size <= _MAX_GROUPS:
+        if not is_count(group_size) or not 0 <= group_size <= _MAX_GROUPS:
             raise ValueError(
                 f"group_size must be an integer from 0 to {_MAX_GROUPS}, got {group_size!r}"
             )
         threads = default_threads() if num_threads is None else num_threads
-        if not _is_count(threads) or threads < 1:
+        if not is_count(threads) or threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         bound = self._bind(args, int(group_size))
         slots, keepalive = self._pack(bound)
@@ -94,7 +94,7 @@ class Kernel:
 _MAX_GROUPS = 2**63 - 1  # the native entry takes the group count as an int64
 
 
-def _is_count(value: object) -> bool:
+def is_count(value: object) -> bool:
     """A Python or numpy integer; not a bool (True is an int, but never meant as a count)."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
