@@ -694,6 +694,41 @@ def bf16_gemm(m: int, n: int, k: int, out: str = "f32") -> str:
 }}"""
 
 
+@pytest.mark.parametrize(("dt", "inputs", "shape"), [("f32", "bf16", (20, 9, 20)),
+                                                     ("f32", "bf16", (32, 32, 32)),
+                                                     ("f32", None, (20, 9, 20)),
+                                                     ("f64", None, (16, 16, 16))], ids=str)  # fmt: skip
+def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
+                                            shape: tuple[int, int, int]) -> None:  # fmt: skip
+    """Tiles of two vectors on AVX-512 take B's broadcast as every multiply-add's memory
+    operand ({1toN}, `b_per_vector`): no broadcast instruction in the hot loop, each product
+    reads B, nothing spilled; the listing shows it."""
+    text = batched_gemm(dt, *shape, inputs=inputs)
+    op = "vdpbf16ps" if inputs else "vfmadd"
+    assert "{1toN}" in nanotc.compile(text, target="avx512").nanokernels()
+    loops = asm.hot_loops(assembly(text, "avx512"), "k", op)
+    assert loops
+    for loop in loops:
+        assert loop.stack_accesses() == [], f"{loop.label} touches the stack (spills)"
+        assert loop.count("vbroadcast") == loop.count("vpbroadcast") == 0
+        products = [i for i in loop.instructions if i.startswith(op)]
+        assert products and all("{1to" in i for i in products), products
+
+
+@pytest.mark.parametrize(("target", "text"), [
+    ("avx512", batched_gemm("f32", 35, 9, 35, inputs="bf16")),  # three vectors
+    ("avx512", batched_gemm("f32", 64, 6, 64)),  # four
+    ("avx2", batched_gemm("f32", 16, 6, 16)),  # two, but AVX2 FMAs read no broadcasts
+    ("avx512", bf16_gemm(20, 9, 20).replace("memref<bf16x20x9>", "memref<bf16x20x9,strided<1,?>>")),
+], ids=["bf16-35x9x35", "f32-64x6x64", "avx2-16x6x16", "run-time-column-stride"])  # fmt: skip
+def test_other_tiles_share_one_broadcast_per_column(target: str, text: str) -> None:
+    """Elsewhere a k step broadcasts each of B's elements once, for all of the tile's
+    vectors: with three or four vectors the extra loads would cost more than the broadcasts,
+    AVX2 has no broadcast operands, and B's columns a run-time stride apart are not
+    addressed per vector."""
+    assert "{1toN}" not in nanotc.compile(text, target=target).nanokernels()
+
+
 def test_short_k_dot_tiles_start_from_zero() -> None:
     """A bf16 dot tile of a short K with 12 or more accumulators starts them from zero and
     adds C after the K loop (its chains would otherwise wait for C's loads); a tile of 8

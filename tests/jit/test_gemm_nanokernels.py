@@ -26,6 +26,7 @@ from nanotc.tuning.tuner import gemm_sites
 
 from .blas_cases import Case, expected, run_case
 from .helpers import (
+    DTYPES,
     SHAPES,
     SPLIT_FMA,
     TARGETS,
@@ -327,6 +328,47 @@ def test_other_tiles_load_a_per_k_step(target: str | Target, types: tuple[str, s
     case = Case("gemm", ("n", "n"), types, types[2], ("packed",) * 3, alpha=1.0, beta=beta,
                 static_shape=mnk)  # fmt: skip
     assert "(A resident)" not in compiled(case.text(), target).nanokernels()
+
+
+B_PER_VECTOR_CASES = [
+    ("f32", "f32", (20, 9, 20), "n", 1.0, 1.0),  # a zmm and an xmm; accumulators from C
+    ("f32", "f32", (32, 7, 13), "t", -2.0, 0.5),  # B transposed (K a static stride apart)
+    ("f64", "f64", (16, 16, 16), "n", 0.5, 0.0),  # beta 0: C never read
+    ("f64", "f64", (13, 5, 9), "n", 1.0, 1.0),  # the second vector masked
+    ("f32", "bf16", (20, 9, 20), "n", 1.0, 1.0),  # dot products, narrow last vector
+    ("f32", "bf16", (32, 6, 15), "n", 2.0, -1.0),  # odd K: its last pair broadcast once
+    ("f32", "bf16", (30, 5, 8), "t", 1.0, 1.0),  # B's pairs not adjacent: broadcast once
+]
+
+
+@pytest.mark.parametrize(("ty", "inputs", "shape", "tb", "alpha", "beta"), B_PER_VECTOR_CASES,
+                         ids=str)  # fmt: skip
+@pytest.mark.parametrize("target", runnable("avx512", SPLIT_FMA))
+def test_two_vector_tiles_reading_b_per_vector(ty: str, inputs: str, shape: tuple[int, int, int],
+                                               tb: str, alpha: float, beta: float,
+                                               target: str | Target, rng) -> None:  # fmt: skip
+    """Tiles of two vectors whose every multiply-add reads B's broadcast from memory
+    (`b_per_vector`), each vector from its own copy of B's base, give C = alpha op(A) op(B)
+    + beta C to roundoff: masked and narrowed last vectors, B transposed, an odd K."""
+    m, n, k = shape
+    a_t, c_t = f"memref<{inputs}x{m}x{k}>", f"memref<{ty}x{m}x{n}>"
+    b_t = f"memref<{inputs}x{n}x{k}>" if tb == "t" else f"memref<{inputs}x{k}x{n}>"
+    text = f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.{tb} {alpha!r}, %A, %B, {beta!r}, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}
+}}"""
+    compilation = compiled(text, target)
+    assert ("{1toN}" in compilation.nanokernels()) == (inputs != "bf16" or tb == "n")
+    dtype = DTYPES[inputs]
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k))).astype(dtype)
+    b = np.asfortranarray(rng.uniform(-1, 1, (n, k) if tb == "t" else (k, n))).astype(dtype)
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n))).astype(DTYPES[ty])
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    y = y.T if tb == "t" else y
+    want = alpha * (x @ y) + beta * c
+    bound = abs(alpha) * (np.abs(x) @ np.abs(y)) + abs(beta) * np.abs(c)
+    compilation["k"](a, b, c, group_size=1)
+    eps = float(np.finfo(DTYPES[ty]).eps)
+    assert np.all(np.abs(c - want) <= 4 * eps * (np.sqrt(k) + 4) * bound + 1e-30)
 
 
 def test_empty_extents(target: str = "host") -> None:

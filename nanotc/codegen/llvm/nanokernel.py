@@ -244,16 +244,20 @@ class NanokernelEmitter:
         base = element_ptr(self.b, a.ptr, a.type.element, mul(self.b, self.row, a.stride[a_rows]))
         return base, a.stride[a_rows], a.stride[a_k], a.shape[a_k]
 
-    def _b_columns(self, bm: MemrefValue, step: int = 1) -> tuple[list[ir.Value], Dim, Dim]:
+    def _b_columns(self, bm: MemrefValue, step: int = 1, copy: bool = False
+                   ) -> tuple[list[ir.Value], Dim, Dim]:  # fmt: skip
         """The start of every `step`-th of the tile's columns of op(B) (from the first),
         op(B)'s K stride, and K. Columns a run-time stride apart each get a register of their
         own (up to OWN_COLUMN_REGISTERS): LLVM would otherwise rebuild them at every k step
         from one base and the stride, with four integer instructions beside a 2 x 6 tile's 20
         vector ones (W1's run-time sizes on Zen 3: two threads 1.08-1.10x, f64 one thread
-        1.06x)."""
+        1.06x). `copy`: from a copy of the tile's origin in B that LLVM cannot see is the
+        same, so that loads from it stay apart from the original's (`b_per_vector`)."""
         b = self.b
         b_k, b_cols = self._b_modes()
         origin = element_ptr(b, bm.ptr, bm.type.element, mul(b, self.col, bm.stride[b_cols]))
+        if copy:
+            origin = opaque_value(b, origin, "r")
         bases = [
             element_ptr(b, origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
             for j in range(0, self.p.columns, step)
@@ -266,10 +270,10 @@ class NanokernelEmitter:
         """op(B)'s K mode and column mode."""
         return (1, 0) if self.inst.trans_b is Transpose.T else (0, 1)
 
-    def _column_walk(self, bm: MemrefValue) -> _ColumnWalk:
+    def _column_walk(self, bm: MemrefValue, copy: bool = False) -> _ColumnWalk:
         stride = bm.stride[self._b_modes()[1]]
         grouped = not isinstance(stride, int) and self.p.columns > OWN_COLUMN_REGISTERS
-        bases, k_stride, _ = self._b_columns(bm, GROUP_COLUMNS if grouped else 1)
+        bases, k_stride, _ = self._b_columns(bm, GROUP_COLUMNS if grouped else 1, copy)
         return _ColumnWalk(bases, bm.type.element, k_stride, stride if grouped else None)
 
     def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
@@ -291,6 +295,7 @@ class NanokernelEmitter:
         b, p = self.b, self.p
         a_base, a_row_stride, a_k_stride, depth = self._a_rows(a)
         walk = self._column_walk(bm)
+        walks = [walk] + [self._column_walk(bm, copy=True) for _ in range(1, p.vectors)]
         a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
         shares = self._next_member_shares(depth)
         count = len(acc)
@@ -314,8 +319,13 @@ class NanokernelEmitter:
                     return self._load_a_split(a, (a_base, a_again), a_k_stride, k, v, high)
                 return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
 
-            def broadcast(j: int) -> ir.Value:
-                element = walk.column(b, j, k, groups)
+            def broadcast(j: int, v: int = 0) -> ir.Value:
+                """B[k, j] in every lane, or where each vector reads its own
+                (`b_per_vector`), in vector v's lanes from v's copy of B's base."""
+                element = walks[v].column(b, j, k, groups)
+                if p.b_per_vector:
+                    scalar = load_scalar(b, element, bm.type.element)
+                    return vec.splat(b, scalar, p.compute_lanes(v))
                 if high is not None and bm.type.element is ScalarType.BF16:
                     bits = b.load(element, typ=I16)
                     return self._opaque_where_narrow(vec.splat_bf16(b, bits, high))
@@ -357,11 +367,11 @@ class NanokernelEmitter:
         return p.compute is ScalarType.F32 and wide and p.k_unroll is not None
 
     def _fmas(self, acc: Accumulators, a_vector: Callable[[int], ir.Value],
-              broadcast: Callable[[int], ir.Value]) -> Accumulators:  # fmt: skip
+              broadcast: Callable[[int, int], ir.Value]) -> Accumulators:  # fmt: skip
         """One k step's FMAs, its operands made in the order the tile holds them in registers
-        (LLVM keeps that order): A's vectors, then B's broadcasts one at a time, or where the
-        tile holds B's columns (`b_columns_held`), the broadcasts, then A's vectors one at a
-        time."""
+        (LLVM keeps that order): A's vectors, then B's broadcasts one at a time (one per
+        vector where `b_per_vector`: `broadcast(j, v)`), or where the tile holds B's columns
+        (`b_columns_held`), the broadcasts, then A's vectors one at a time."""
         b, p, out = self.b, self.p, list(acc)
 
         def fma(v: int, j: int, av: ir.Value, bj: ir.Value) -> None:
@@ -369,7 +379,7 @@ class NanokernelEmitter:
             out[index] = vec.fma(b, av, self._lanes_of(bj, v), out[index], p.fused)
 
         if p.b_columns_held:
-            columns = [broadcast(j) for j in range(p.columns)]
+            columns = [broadcast(j, 0) for j in range(p.columns)]
             for v in range(p.vectors):
                 av = a_vector(v)
                 for j, bj in enumerate(columns):
@@ -377,9 +387,9 @@ class NanokernelEmitter:
             return out
         a_vectors = [a_vector(v) for v in range(p.vectors)]
         for j in range(p.columns):
-            bj = broadcast(j)
-            for v, av in enumerate(a_vectors):
-                fma(v, j, av, bj)
+            vectors = range(p.vectors) if p.b_per_vector else [0] * p.vectors
+            for v, bj in enumerate([broadcast(j, w) for w in vectors]):
+                fma(v, j, a_vectors[v], bj)
         return out
 
     def _accumulate_pairs(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue) -> Accumulators:
@@ -391,6 +401,8 @@ class NanokernelEmitter:
         b, p = self.b, self.p
         a_base, _, a_k_stride, _ = self._a_rows(a)
         b_bases, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
+        copies = range(1, p.vectors) if p.b_per_vector else ()
+        bases = [b_bases] + [self._b_columns(bm, copy=True)[0] for _ in copies]
         packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
         masks = (self.a_masks, [self._pair_mask(q) for q in range(p.unpacked_pairs)])
         pairs = _PairLoads(b, p, masks, (a_base, packed), a_k_stride, b_k_stride)
@@ -398,12 +410,22 @@ class NanokernelEmitter:
         def step(k: ir.Value, acc: Accumulators, second: bool = True) -> Accumulators:
             a_vectors = pairs.a_pairs(k, second)
             out = list(acc)
-            for j, base in enumerate(b_bases):
-                bj = self._broadcast(pairs.b_pair(base, k, second))
-                for v, av in enumerate(a_vectors):
+            for j in range(p.columns):
+                for v, bj in enumerate(b_pairs(j, k, second)):
                     index = j * p.vectors + v
-                    out[index] = vec.bf16_dot(b, out[index], av, self._lanes_of(bj, v))
+                    out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
             return out
+
+        def b_pairs(j: int, k: ir.Value, second: bool) -> list[ir.Value]:
+            """Column j's pair of step k as each vector computes with it: one broadcast,
+            or where the pair is one load, from each vector's copy of B (`b_per_vector`)."""
+            if p.b_per_vector and second and b_k_stride == 1:
+                return [
+                    vec.splat(b, pairs.b_pair(bases[v][j], k, second), p.compute_lanes(v))
+                    for v in range(p.vectors)
+                ]
+            bj = self._broadcast(pairs.b_pair(b_bases[j], k, second))
+            return [self._lanes_of(bj, v) for v in range(p.vectors)]
 
         def quad_step(k: ir.Value, acc: Accumulators) -> Accumulators:
             """QUAD_PAIRS steps, the even columns' pairs from one load each."""
