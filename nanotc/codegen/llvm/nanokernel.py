@@ -295,7 +295,8 @@ class NanokernelEmitter:
         b, p = self.b, self.p
         a_base, a_row_stride, a_k_stride, depth = self._a_rows(a)
         walk = self._column_walk(bm)
-        walks = [walk] + [self._column_walk(bm, copy=True) for _ in range(1, p.vectors)]
+        copies = range(1, p.vectors) if p.b_per_vector else ()
+        walks = [walk] + [self._column_walk(bm, copy=True) for _ in copies]
         a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
         shares = self._next_member_shares(depth)
         count = len(acc)
@@ -387,8 +388,11 @@ class NanokernelEmitter:
             return out
         a_vectors = [a_vector(v) for v in range(p.vectors)]
         for j in range(p.columns):
-            vectors = range(p.vectors) if p.b_per_vector else [0] * p.vectors
-            for v, bj in enumerate([broadcast(j, w) for w in vectors]):
+            if p.b_per_vector:
+                columns = [broadcast(j, v) for v in range(p.vectors)]
+            else:
+                columns = [broadcast(j, 0)] * p.vectors
+            for v, bj in enumerate(columns):
                 fma(v, j, a_vectors[v], bj)
         return out
 
