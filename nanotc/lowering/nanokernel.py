@@ -68,7 +68,6 @@ class Access(enum.Enum):
 
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
 QUAD_PAIRS = 4
-BROADCAST_OPERAND_VECTORS = 2  # tiles of this many vectors read B per vector (`reads_b_per_vector`)
 QUAD_STEP_REGISTERS = 14  # live beside a one-vector tile in a quad step (measured: 1 x 19 spilled)
 
 
@@ -501,19 +500,20 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
                        dot: bool, compute: ScalarType) -> bool:  # fmt: skip
     """Whether each of a k step's FMAs (or vdpbf16ps) takes its broadcast of B as a memory
     operand ({1toN}), one load per vector, instead of the vectors sharing one broadcast
-    register: in tiles of BROADCAST_OPERAND_VECTORS vectors on targets whose FMAs read
-    broadcasts, where B's element is what they compute in (or a bf16 pair, adjacent along K)
-    and B's columns are a static stride apart (each vector then addresses B from a copy of
-    its base; grouped columns carry their pointers through the loop). Zen 4, in one
-    process, batches in L2: bf16 20x9x20 1.20x, 32^3 1.06x, a batch-reduce of 32^3 tiles
-    1.03x, f32 20x9x20 1.10x, f64 16^3 1.03x, f32 32^3 0.99x. With three vectors or four,
-    the extra loads cost more than the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x)."""
+    register: in tiles of the target's `broadcast_operand_vectors` vectors, where B's element
+    is what they compute in (or a bf16 pair, adjacent along K) and B's columns are a static
+    stride apart (each vector then addresses B from a copy of its base; grouped columns
+    carry their pointers through the loop). Zen 4, in one process, batches in L2: bf16
+    20x9x20 1.19x, 32^3 1.05x, a batch-reduce of 32^3 tiles 1.03x, f32 20x9x20 1.16x, f64
+    16^3 1.10x, f32 32^3 0.98x. With three vectors or four the extra loads cost more than
+    the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x). Measured on Zen 4 only: its
+    FMAs keep an indexed memory operand whole, where Intel cores issue two micro-ops."""
     b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
     k_mode, column_mode = (1, 0) if inst.trans_b is Transpose.T else (0, 1)
     element = b_type.stride[k_mode] == 1 if dot else b_type.element is compute
     return (
         target.fma_reads_broadcasts
-        and vectors == BROADCAST_OPERAND_VECTORS
+        and vectors == target.broadcast_operand_vectors
         and element
         and b_type.stride[column_mode] is not DYNAMIC
         and not holds_b_columns(target, vectors, inst.nr)

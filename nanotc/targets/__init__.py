@@ -66,6 +66,9 @@ class Target:
     # k steps in one iteration of a K loop whose addressing is all static (measured per CPU:
     # `lowering.nanokernel.k_unroll`)
     k_unroll: int = 1
+    # register tiles of this many vectors read B's broadcast once per vector, as each FMA's
+    # memory operand, where measured (else 0: never; `lowering.nanokernel.reads_b_per_vector`)
+    broadcast_operand_vectors: int = 0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -178,7 +181,8 @@ def host() -> Target:
 # Zen 4 with AVX-512: one 512-bit FMA a cycle on its two 256-bit units, or two of 256 bits
 # (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, the rate
 # from which W2's members ran faster left to the hardware prefetchers, and streams from memory
-# 4-10% faster in 256-bit vectors than in 512-bit ones (docs/benchmarks.md).
+# 4-10% faster in 256-bit vectors than in 512-bit ones, and two-vector tiles ran up to 1.19x
+# faster with B's broadcasts as their FMAs' memory operands (docs/benchmarks.md).
 #
 # Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with 2 x 6 f32 tiles (64 bytes
 # of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on 48x512x4608 and 49x512x4608, which
@@ -198,6 +202,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "fma_unit_bits": 256,
         "hardware_prefetch_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
+        "broadcast_operand_vectors": 2,
     },
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,

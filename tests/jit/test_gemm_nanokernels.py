@@ -343,7 +343,7 @@ B_PER_VECTOR_CASES = [
 
 @pytest.mark.parametrize(("ty", "inputs", "shape", "tb", "alpha", "beta"), B_PER_VECTOR_CASES,
                          ids=str)  # fmt: skip
-@pytest.mark.parametrize("target", runnable("avx512", SPLIT_FMA))
+@pytest.mark.parametrize("target", runnable(ZEN4))
 def test_two_vector_tiles_reading_b_per_vector(ty: str, inputs: str, shape: tuple[int, int, int],
                                                tb: str, alpha: float, beta: float,
                                                target: str | Target, rng) -> None:  # fmt: skip
