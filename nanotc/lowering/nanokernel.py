@@ -27,7 +27,7 @@ from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, literal_in
-from nanotc.lowering.prefetch import left_to_hardware
+from nanotc.lowering.prefetch import left_to_hardware, on_group_views
 from nanotc.lowering.register_tile import (
     FMA_LATENCY,
     FMA_PORTS,
@@ -506,14 +506,18 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
     carry their pointers through the loop). Zen 4, in one process, batches in L2: bf16
     20x9x20 1.19x, 32^3 1.05x, a batch-reduce of 32^3 tiles 1.03x, f32 20x9x20 1.16x, f64
     16^3 1.10x, f32 32^3 0.98x. With three vectors or four the extra loads cost more than
-    the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x). Measured on Zen 4 only: its
-    FMAs keep an indexed memory operand whole, where Intel cores issue two micro-ops."""
+    the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x). Not for a batch member picked
+    by the group id, which `lowering.prefetch` takes to arrive from memory: there the extra
+    loads wait with the misses (W2 from memory, f32 32^3 0.93x, f64 16^3 0.95x; f32
+    20x9x20 1.05x, bf16 32^3 1.04x, 20x9x20 1.00x). Measured on Zen 4 only: its FMAs keep
+    an indexed memory operand whole, where Intel cores issue two micro-ops."""
     b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
     k_mode, column_mode = (1, 0) if inst.trans_b is Transpose.T else (0, 1)
     element = b_type.stride[k_mode] == 1 if dot else b_type.element is compute
     return (
         target.fma_reads_broadcasts
         and vectors == target.broadcast_operand_vectors
+        and not (isinstance(inst, TileGemm) and on_group_views(inst))
         and element
         and b_type.stride[column_mode] is not DYNAMIC
         and not holds_b_columns(target, vectors, inst.nr)

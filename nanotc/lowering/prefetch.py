@@ -226,6 +226,12 @@ def _member_bytes(g: Gemm | TileGemm) -> int:
     return sum(t.shape[0] * t.shape[1] * t.element.size for t in _operand_types(g))
 
 
+def on_group_views(g: Gemm | TileGemm) -> bool:
+    """Whether some operand of g is a batch member picked by the group id: one that arrives
+    from memory with no reuse, as this module assumes."""
+    return bool(_group_views(g))
+
+
 def _group_views(g: Gemm | TileGemm) -> list[Subview]:
     return [view for v in (g.a, g.b, g.c) if (view := _group_view(v)) is not None]
 

@@ -45,6 +45,21 @@ def batched_gemm(dt: str, m: int, n: int, k: int, inputs: str | None = None) -> 
 }}"""
 
 
+def looped_batch_gemm(dt: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+    """W2's cache-resident form: one work-group loops over the batch's members."""
+    x = inputs or dt
+    a, b, c = f"memref<{x}x{m}x{k}x?>", f"memref<{x}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
+    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  %count = size %A[2] : {a}
+  for %i = 0, %count {{
+    %a = subview %A[:,:,%i] : {a}
+    %b = subview %B[:,:,%i] : {b}
+    %c = subview %C[:,:,%i] : {c}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{x}x{m}x{k}>, memref<{x}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
+  }}
+}}"""
+
+
 def blocked_site(text: str, target: Target) -> Site:
     """The blocked path's gemm site of kernel `k` (launched on arrays past half of L2)."""
     large = [np.empty(target.l2_bytes, np.uint8)]
@@ -703,7 +718,7 @@ def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
     """Tiles of two vectors on Zen 4 take B's broadcast as every multiply-add's memory
     operand ({1toN}, `b_per_vector`): no broadcast instruction in the hot loop, each product
     reads B, nothing spilled; the listing shows it."""
-    text = batched_gemm(dt, *shape, inputs=inputs)
+    text = looped_batch_gemm(dt, *shape, inputs=inputs)
     op = "vdpbf16ps" if inputs else "vfmadd"
     assert "{1toN}" in nanotc.compile(text, target=ZEN4).nanokernels()
     loops = asm.hot_loops(assembly(text, ZEN4), "k", op)
@@ -716,17 +731,21 @@ def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
 
 
 @pytest.mark.parametrize(("target", "text"), [
-    (ZEN4, batched_gemm("f32", 35, 9, 35, inputs="bf16")),  # three vectors
-    (ZEN4, batched_gemm("f32", 64, 6, 64)),  # four
+    (ZEN4, looped_batch_gemm("f32", 35, 9, 35, inputs="bf16")),  # three vectors
+    (ZEN4, looped_batch_gemm("f32", 64, 6, 64)),  # four
     (ZEN4, bf16_gemm(20, 9, 20).replace("memref<bf16x20x9>", "memref<bf16x20x9,strided<1,?>>")),
-    ("avx512", batched_gemm("f32", 20, 9, 20)),  # two, on a CPU where it is not measured
-    ("avx2", batched_gemm("f32", 16, 6, 16)),  # two, but AVX2 FMAs read no broadcasts
-], ids=["bf16-35x9x35", "f32-64x6x64", "run-time-column-stride", "avx512", "avx2"])  # fmt: skip
+    (ZEN4, batched_gemm("f32", 32, 32, 32)),  # two, but a member picked by the group id
+    ("avx512", looped_batch_gemm("f32", 20, 9, 20)),  # two, on a CPU where it is not measured
+    ("avx2", looped_batch_gemm("f32", 16, 6, 16)),  # two, but AVX2 FMAs read no broadcasts
+], ids=["bf16-35x9x35", "f32-64x6x64", "run-time-column-stride", "group-member", "avx512",
+        "avx2"])  # fmt: skip
 def test_other_tiles_share_one_broadcast_per_column(target: str | Target, text: str) -> None:
     """Elsewhere a k step broadcasts each of B's elements once, for all of the tile's
     vectors: with three or four vectors the extra loads would cost more than the broadcasts,
-    B's columns a run-time stride apart are not addressed per vector, AVX2 has no broadcast
-    operands, and other AVX-512 CPUs are not measured (Intel's split indexed FMA operands)."""
+    B's columns a run-time stride apart are not addressed per vector, a batch member picked
+    by the group id is taken to come from memory (where the loads wait with the misses),
+    AVX2 has no broadcast operands, and other AVX-512 CPUs are not measured (Intel's split
+    indexed FMA operands)."""
     assert "{1toN}" not in nanotc.compile(text, target=target).nanokernels()
 
 
