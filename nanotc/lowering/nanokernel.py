@@ -461,6 +461,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         else None
     )
     whole = vectors - (tail is not None)  # vectors of full width
+    narrow = narrow_compute and tail is not None
     return GemmNanokernel(
         target=target.name,
         compute=compute,
@@ -487,35 +488,40 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
-        narrow_compute=narrow_compute and tail is not None,
+        narrow_compute=narrow,
         column_group=resident_a_group(
             inst, target, k, plain and not dot and vectors == 1 and unroll is None
         ),
         b_columns_held=not dot and holds_b_columns(target, vectors, inst.nr),
-        b_per_vector=reads_b_per_vector(inst, target, vectors, dot, compute),
+        b_per_vector=reads_b_per_vector(inst, target, vectors, (dot, narrow), compute),
     )
 
 
 def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: int,
-                       dot: bool, compute: ScalarType) -> bool:  # fmt: skip
+                       dot_narrow: tuple[bool, bool], compute: ScalarType) -> bool:  # fmt: skip
     """Whether each of a k step's FMAs (or vdpbf16ps) takes its broadcast of B as a memory
     operand ({1toN}), one load per vector, instead of the vectors sharing one broadcast
-    register: in tiles of the target's `broadcast_operand_vectors` vectors, where B's element
-    is what they compute in (or a bf16 pair, adjacent along K) and B's columns are a static
-    stride apart (each vector then addresses B from a copy of its base; grouped columns
-    carry their pointers through the loop). Zen 4, in one process, batches in L2: bf16
-    20x9x20 1.19x, 32^3 1.05x, a batch-reduce of 32^3 tiles 1.03x, f32 20x9x20 1.16x, f64
-    16^3 1.10x, f32 32^3 0.98x. With three vectors or four the extra loads cost more than
-    the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x). Not for a batch member picked
-    by the group id, which `lowering.prefetch` takes to arrive from memory: there the extra
-    loads wait with the misses (W2 from memory, f32 32^3 0.93x, f64 16^3 0.95x; f32
-    20x9x20 1.05x, bf16 32^3 1.04x, 20x9x20 1.00x). Measured on Zen 4 only: its FMAs keep
-    an indexed memory operand whole, where Intel cores issue two micro-ops."""
+    register: in dot tiles, and tiles whose last vector computes narrow (`dot_narrow`; their
+    shared broadcast is kept from LLVM), of the target's `broadcast_operand_vectors`
+    vectors, where B's element is what they compute in (or a bf16 pair, adjacent along K)
+    and B's columns are a static stride apart (each vector addresses B from a copy of its
+    base).
+    Zen 4, in one process, batches in L2: bf16 20x9x20 1.18-1.21x, f32 20x9x20 1.10-1.16x,
+    a batch-reduce of bf16 32^3 tiles 1.03x, bf16 32^3 1.01-1.07x; f32 FMA tiles of two
+    whole vectors ran slower (32^3 0.98-0.99x: W2's row in L2 at 0.94-0.96x libxsmm), f64
+    ones within the noise (16^3 0.99-1.10x, 64^3 1.01-1.03x). With three or four vectors
+    the loads cost more than the broadcasts (bf16 35x9x35 0.92x, f64 56x9x9 0.92x). Not for
+    a batch member picked by the group id, which `lowering.prefetch` takes to arrive from
+    memory: there the extra loads wait with the misses (W2 from memory, f32 32^3 0.93x, f64
+    16^3 0.95x). Measured on Zen 4 only: its FMAs keep an indexed memory operand whole,
+    where Intel cores issue two micro-ops."""
+    dot, narrow = dot_narrow
     b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
     k_mode, column_mode = (1, 0) if inst.trans_b is Transpose.T else (0, 1)
     element = b_type.stride[k_mode] == 1 if dot else b_type.element is compute
     return (
-        target.fma_reads_broadcasts
+        (dot or narrow)
+        and target.fma_reads_broadcasts
         and vectors == target.broadcast_operand_vectors
         and not (isinstance(inst, TileGemm) and on_group_views(inst))
         and element
