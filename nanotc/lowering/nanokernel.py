@@ -493,19 +493,18 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
             inst, target, k, plain and not dot and vectors == 1 and unroll is None
         ),
         b_columns_held=not dot and holds_b_columns(target, vectors, inst.nr),
-        b_per_vector=reads_b_per_vector(inst, target, vectors, (dot, narrow), compute),
+        b_per_vector=reads_b_per_vector(inst, target, vectors, compute, dot=dot, narrow=narrow),
     )
 
 
 def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: int,
-                       dot_narrow: tuple[bool, bool], compute: ScalarType) -> bool:  # fmt: skip
+                       compute: ScalarType, *, dot: bool, narrow: bool) -> bool:  # fmt: skip
     """Whether each of a k step's FMAs (or vdpbf16ps) takes its broadcast of B as a memory
     operand ({1toN}), one load per vector, instead of the vectors sharing one broadcast
-    register: in dot tiles, and tiles whose last vector computes narrow (`dot_narrow`; their
-    shared broadcast is kept from LLVM), of the target's `broadcast_operand_vectors`
-    vectors, where B's element is what they compute in (or a bf16 pair, adjacent along K)
-    and B's columns are a static stride apart (each vector addresses B from a copy of its
-    base).
+    register: in dot tiles, and tiles whose last vector computes `narrow` (their shared
+    broadcast is kept from LLVM), of the target's `broadcast_operand_vectors` vectors,
+    where B's element is what they compute in (or a bf16 pair, adjacent along K) and B's
+    columns are a static stride apart (each vector addresses B from a copy of its base).
     Zen 4, in one process, batches in L2: bf16 20x9x20 1.18-1.21x, f32 20x9x20 1.10-1.16x,
     a batch-reduce of bf16 32^3 tiles 1.03x, bf16 32^3 1.01-1.07x; f32 FMA tiles of two
     whole vectors ran slower (32^3 0.98-0.99x: W2's row in L2 at 0.94-0.96x libxsmm), f64
@@ -515,7 +514,6 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
     memory: there the extra loads wait with the misses (W2 from memory, f32 32^3 0.93x, f64
     16^3 0.95x). Measured on Zen 4 only: its FMAs keep an indexed memory operand whole,
     where Intel cores issue two micro-ops."""
-    dot, narrow = dot_narrow
     b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
     k_mode, column_mode = (1, 0) if inst.trans_b is Transpose.T else (0, 1)
     element = b_type.stride[k_mode] == 1 if dot else b_type.element is compute
@@ -526,7 +524,6 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
         and not (isinstance(inst, TileGemm) and on_group_views(inst))
         and element
         and b_type.stride[column_mode] is not DYNAMIC
-        and not holds_b_columns(target, vectors, inst.nr)
     )
 
 
