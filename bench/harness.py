@@ -598,6 +598,27 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
     return path
 
 
+# --- operands ------------------------------------------------------------------------------------
+
+LINE_BYTES = 64
+
+
+def placed(array: np.ndarray, offset: int) -> np.ndarray:
+    """A column-major copy of `array` whose data start `offset` bytes past a cache line.
+
+    Where numpy puts a small array is malloc's choice, 0, 16, 32 or 48 bytes past a line and
+    different in every process; a kernel whose C columns then straddle lines runs up to 1.17x
+    slower (bf16 8^3 in L2), so a benchmark that compares kernels places their operands."""
+    if not 0 <= offset < LINE_BYTES or offset % array.itemsize:
+        raise ValueError(f"offset must be a multiple of {array.itemsize} below {LINE_BYTES}, "
+                         f"got {offset}")  # fmt: skip
+    buffer = np.empty(array.nbytes + 2 * LINE_BYTES, np.uint8)  # a line to reach one, then offset
+    start = -buffer.ctypes.data % LINE_BYTES + offset
+    copy = np.ndarray(array.shape, array.dtype, buffer=buffer[start:], order="F")
+    copy[...] = array
+    return copy
+
+
 # --- command line and output ---------------------------------------------------------------------
 
 

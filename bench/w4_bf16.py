@@ -16,7 +16,9 @@ peers found:
   batched  W2's cache-resident batched small gemms C_i += A_i B_i in bf16, one and two threads
            (`kernels.batched_repeated`), a batch of ~256 KB (in L2; `--cache-kb` for
            another). Peer: torch.baddbmm_ on bf16 tensors (bf16 C). `--inputs f16`: f16 A
-           and B instead (no peer).
+           and B instead (no peer). A, B and C start `--offset` bytes past a cache line (0
+           unless given: numpy would put arrays this small wherever malloc did, and C's
+           columns straddling lines move bf16 8^3 by 1.17x and f32 8^3 by 1.06x).
   memory   the same gemms as W2's memory variant: a batch of ~200 MB of bf16 A and B and f32
            C (`--working-set-mb`), one member per work-group (`kernels.batched`), one sweep
            per timed call; column `f32`: nanotc's fp32 kernel on the same members (their
@@ -30,7 +32,7 @@ The vdpbf16ps and FMA loops are timed in the same rounds as the kernels.
 
     python -m bench.w4_bf16 [--parts mlp,mlp-bf16c,brgemm,batched,memory] [--threads 1,2]
                             [--shapes 56x9x9,16x16x16]   (batched and memory)
-                            [--cache-kb 16] [--working-set-mb 50] [--inputs f16]
+                            [--cache-kb 16] [--working-set-mb 50] [--inputs f16] [--offset 16]
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class Batches:
     cache_bytes: int = CACHE_BYTES
     working_set: int = WORKING_SET_BYTES
     inputs: str = "bf16"  # the batched part's A and B: bf16 or f16
+    offset: int = 0  # bytes past a cache line where the batched part's A, B and C start
 
 
 def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS,
@@ -276,7 +279,7 @@ def _batched_shape(
     initial = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
     a, b, check = _members(rng, shape, initial, batches.inputs)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    c = initial.copy(order="F")
+    a, b, a32, b32, c = (harness.placed(x, batches.offset) for x in (a, b, a32, b32, initial))
     source = kernels.batched_repeated("f32", m, n, k, inputs=batches.inputs)
     kernel = kernels.compiled(source)
     kernel32 = kernels.compiled(kernels.batched_repeated("f32", m, n, k))
@@ -404,6 +407,17 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--working-set-mb", type=float, help="memory part's batch size (default 200)"
     )
+    parser.add_argument(
+        "--offset", type=_offset, default=0,
+        help="bytes past a cache line where the batched part's A, B and C start (default 0)",
+    )  # fmt: skip
+
+
+def _offset(text: str) -> int:
+    offset = int(text) if text.isdigit() else -1
+    if not 0 <= offset < harness.LINE_BYTES or offset % 4:
+        raise argparse.ArgumentTypeError(f"expected a multiple of 4 below 64, got {text!r}")
+    return offset
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -419,10 +433,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES,
         int(args.working_set_mb * 1e6) if args.working_set_mb else WORKING_SET_BYTES,
         args.inputs,
+        args.offset,
     )
     rows = run(settings, peers, tuple(args.parts or PARTS), batches)
     csv = None if args.no_csv else "w4_bf16"
     notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]
+    if "batched" in (args.parts or PARTS):
+        notes.append(f"batched part: A, B and C start {args.offset} bytes past a cache line")
     harness.report(rows, f"W4 {args.inputs} gemm ({args.inputs} A, B; f32 C)", notes, csv)
 
 

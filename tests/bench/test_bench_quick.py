@@ -294,6 +294,55 @@ def test_w4_command_line_reaches_the_batches(monkeypatch: pytest.MonkeyPatch) ->
                     "batches": w4_bf16.Batches(((20, 9, 20),), 16_000)}  # fmt: skip
     w4_bf16.main(["--quick", "--parts", "batched", "--inputs", "f16", "--no-csv"])
     assert seen["batches"] == w4_bf16.Batches(inputs="f16")
+    w4_bf16.main(["--quick", "--parts", "batched", "--offset", "16", "--no-csv"])
+    assert seen["batches"] == w4_bf16.Batches(offset=16)
+
+
+@pytest.mark.parametrize("offset", [0, 16, 48])
+def test_placed_copies_start_where_asked(offset: int) -> None:
+    array = np.asfortranarray(np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5))
+    copy = harness.placed(array, offset)
+    assert copy.ctypes.data % harness.LINE_BYTES == offset
+    assert copy.flags.f_contiguous and copy.dtype == array.dtype
+    np.testing.assert_array_equal(copy, array)
+
+
+@pytest.mark.parametrize("offset", [-4, 64, 6])
+def test_placed_refuses_offsets_off_a_line_or_between_elements(offset: int) -> None:
+    with pytest.raises(ValueError, match=f"multiple of 4 below 64, got {offset}"):
+        harness.placed(np.zeros(4, np.float32), offset)
+
+
+def test_w4_batched_operands_start_at_the_offset(
+    monkeypatch: pytest.MonkeyPatch, peers: Peers
+) -> None:
+    """Every operand the batched part's kernels get, bf16 and f32, starts `offset` bytes past
+    a line: the two kernels compared are placed alike."""
+    seen: list[int] = []
+    compiled = w4_bf16.kernels.compiled
+
+    def recording(source: str) -> w4_bf16.kernels.Kernel:
+        kernel = compiled(source)
+
+        def call(*args: object, **launch: int) -> None:
+            seen.extend(a.ctypes.data % 64 for a in args if isinstance(a, np.ndarray))
+            kernel(*args, **launch)
+
+        return call
+
+    monkeypatch.setattr(w4_bf16.kernels, "compiled", recording)
+    settings = replace(QUICK, threads=(1,))
+    batches = w4_bf16.Batches(shapes=((8, 8, 8),), cache_bytes=16_000, offset=48)
+    (row,) = w4_bf16.run(settings, Peers(), ("batched",), batches)
+    assert row.gflops(row.nanotc) > 0 and "f32" in row.peers
+    assert len(seen) >= 6 and set(seen) == {48}
+
+
+def test_w4_offset_option_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("2", "64", "x"):
+        with pytest.raises(SystemExit):
+            w4_bf16.main(["--quick", "--parts", "batched", "--offset", bad, "--no-csv"])
+        assert f"expected a multiple of 4 below 64, got {bad!r}" in capsys.readouterr().err
 
 
 def test_w4_batched_f16_inputs(peers: Peers) -> None:
