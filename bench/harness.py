@@ -612,7 +612,8 @@ def placed(array: np.ndarray, offset: int) -> np.ndarray:
     if not 0 <= offset < LINE_BYTES or offset % array.itemsize:
         raise ValueError(f"offset must be a multiple of {array.itemsize} below {LINE_BYTES}, "
                          f"got {offset}")  # fmt: skip
-    buffer = np.empty(array.nbytes + 2 * LINE_BYTES, np.uint8)  # a line to reach one, then offset
+    # up to a line to reach a line start, then up to a line of offset
+    buffer = np.empty(array.nbytes + 2 * LINE_BYTES, np.uint8)
     start = -buffer.ctypes.data % LINE_BYTES + offset
     copy = np.ndarray(array.shape, array.dtype, buffer=buffer[start:], order="F")
     copy[...] = array

@@ -308,7 +308,7 @@ def test_placed_copies_start_where_asked(offset: int) -> None:
 
 
 @pytest.mark.parametrize("offset", [-4, 64, 6])
-def test_placed_refuses_offsets_off_a_line_or_between_elements(offset: int) -> None:
+def test_placed_refuses_offsets_outside_a_line_or_between_elements(offset: int) -> None:
     with pytest.raises(ValueError, match=f"multiple of 4 below 64, got {offset}"):
         harness.placed(np.zeros(4, np.float32), offset)
 
