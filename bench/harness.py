@@ -38,6 +38,7 @@ import numpy as np
 
 from bench.peers import NAMES as peer_names
 from nanotc.cli.options import non_negative, positive, seconds
+from nanotc.runtime.aligned import LINE_BYTES, empty_aligned
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
@@ -600,8 +601,6 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
 
 # --- operands ------------------------------------------------------------------------------------
 
-LINE_BYTES = 64
-
 
 def placed(array: np.ndarray, offset: int) -> np.ndarray:
     """A column-major copy of `array` whose data start `offset` bytes past a cache line.
@@ -612,10 +611,8 @@ def placed(array: np.ndarray, offset: int) -> np.ndarray:
     if not 0 <= offset < LINE_BYTES or offset % array.itemsize:
         raise ValueError(f"offset must be a multiple of {array.itemsize} below {LINE_BYTES}, "
                          f"got {offset}")  # fmt: skip
-    # up to a line to reach a line start, then up to a line of offset
-    buffer = np.empty(array.nbytes + 2 * LINE_BYTES, np.uint8)
-    start = -buffer.ctypes.data % LINE_BYTES + offset
-    copy = np.ndarray(array.shape, array.dtype, buffer=buffer[start:], order="F")
+    buffer = empty_aligned(array.nbytes + LINE_BYTES, np.uint8)
+    copy = np.ndarray(array.shape, array.dtype, buffer=buffer[offset:], order="F")
     copy[...] = array
     return copy
 
