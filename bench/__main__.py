@@ -105,7 +105,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         elif workload.name == "w3":
             notes = w3_resnet.total_times(rows)
         harness.report(
-            rows, workload.title, notes, None if args.no_csv else workload.csv, args.results_dir
+            rows,
+            workload.title,
+            notes,
+            None if args.no_csv else workload.csv,
+            args.results_dir,
+            spread=settings.spread,
         )
         if not args.no_chart:
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

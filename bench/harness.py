@@ -64,6 +64,7 @@ class Settings:
     budget: float = 10.0  # seconds of timed calls per implementation and configuration, pooled
     peers: tuple[str, ...] | None = None  # None: every peer found
     seed: int = 0
+    spread: bool = False  # tables print each paired ratio's range over the rounds
 
     def quick_defaults(self) -> Settings:
         """Few repetitions and a small budget: seconds per workload, for smoke tests."""
@@ -92,9 +93,17 @@ def speed_ratio(ours: Timing, theirs: Timing) -> float:
     round moves neither the ratio nor its median. Otherwise (totals, separate measurements)
     the ratio of the medians. On the Zen 3 machine, whose speed swung by up to 1.5x within a
     minute, a W3 row's ratio of medians read 0.77x where its paired rounds read 0.94-1.09x."""
+    rounds = round_ratios(ours, theirs)
+    return statistics.median(rounds) if rounds else theirs.seconds / ours.seconds
+
+
+def round_ratios(ours: Timing, theirs: Timing) -> list[float]:
+    """Each round's speed ratio of `ours` over `theirs`, for timings of the same rounds (else
+    none). Their range shows what the median hides: on the Zen 4 machine a two-thread W4 row
+    whose median read 1.57 had rounds from 1.49 to 1.66, as other tenants came and went."""
     if len(ours.samples) != len(theirs.samples) or len(ours.samples) < 2:
-        return theirs.seconds / ours.seconds
-    return statistics.median(t / o for o, t in zip(ours.samples, theirs.samples))
+        return []
+    return [t / o for o, t in zip(ours.samples, theirs.samples)]
 
 
 def measure(
@@ -353,6 +362,15 @@ class Row:
         timing = self.peers.get(peer)
         return None if timing is None else speed_ratio(self.nanotc, timing)
 
+    def ratio_range(self, peer: str) -> tuple[float, float] | None:
+        """The lowest and highest of the rounds' ratios nanotc/peer (`round_ratios`), where
+        the peer was timed in the same rounds."""
+        timing = self.peers.get(peer)
+        if timing is None or peer in self.ratios:  # not timed, or a ratio of totals
+            return None
+        rounds = round_ratios(self.nanotc, timing)
+        return (min(rounds), max(rounds)) if rounds else None
+
 
 # --- peaks and the machine -----------------------------------------------------------------------
 
@@ -470,9 +488,10 @@ def _rate(value: float | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if value >= 10 else f"{value:.{digits + 1}f}"
 
 
-def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
+def format_table(rows: Sequence[Row], peers: Sequence[str], spread: bool = False) -> str:
     """Aligned text table: one line per row, a rate (GFLOP/s; GB/s for rows measured against
-    the copy bandwidth) and a ratio column per peer."""
+    the copy bandwidth) and a ratio column per peer (`spread`: with its range over the
+    rounds, `Row.ratio_range`)."""
     memory_bound = any(r.bytes is not None for r in rows)
     against_copy = any(r.reference_gbs is not None for r in rows)
     header = ["workload", "shape", "dtype", "thr", "nanotc GF/s", "% peak"]
@@ -496,7 +515,7 @@ def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
             timing, ratio = r.peers.get(peer), r.ratio(peer)
             rate = r.gbs if against_copy else r.gflops
             line.append("-" if timing is None else _rate(rate(timing)))
-            line.append("-" if ratio is None else f"{ratio:.2f}")
+            line.append(_ratio(ratio, r.ratio_range(peer) if spread else None))
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     left = {0, 1, 2}
@@ -508,6 +527,12 @@ def format_table(rows: Sequence[Row], peers: Sequence[str]) -> str:
     ]
     text.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(text)
+
+
+def _ratio(ratio: float | None, extent: tuple[float, float] | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}" if extent is None else f"{ratio:.2f} ({extent[0]:.2f}-{extent[1]:.2f})"
 
 
 def peer_order(rows: Sequence[Row]) -> list[str]:
@@ -563,7 +588,8 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
     columns += ["peak_in_rounds", "nanotc_s", "nanotc_gflops", "nanotc_pct_peak", "nanotc_gbs"]
     columns += ["nanotc_pct_copy", "nanotc_repeats"]
     for p in peers:
-        columns += [f"{p}_s", f"{p}_gflops", f"{p}_gbs", f"ratio_{p}"]
+        columns += [f"{p}_s", f"{p}_gflops", f"{p}_gbs", f"ratio_{p}", f"ratio_{p}_min"]
+        columns += [f"ratio_{p}_max"]
     meta = provenance()
     columns += ["params", "note", *meta]
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -595,6 +621,9 @@ def write_csv(rows: Sequence[Row], name: str, directory: Path = RESULTS) -> Path
                 record[f"{p}_gflops"] = r.gflops(timing)
                 record[f"{p}_gbs"] = r.gbs(timing)
                 record[f"ratio_{p}"] = r.ratio(p)
+                extent = r.ratio_range(p)
+                if extent is not None:
+                    record[f"ratio_{p}_min"], record[f"ratio_{p}_max"] = extent
             writer.writerow(record)
     return path
 
@@ -670,6 +699,11 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
         help="per-core peaks instead of measuring, e.g. fp32=172,fp64=86 (or NANOTC_BENCH_PEAK)",
     )
     parser.add_argument("--no-csv", action="store_true", help="do not write bench/results/*.csv")
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="print each ratio with its lowest and highest round, e.g. 1.57 (1.49-1.66)",
+    )
 
 
 def settings_from(
@@ -686,6 +720,7 @@ def settings_from(
         repeats=args.repeats,
         budget=args.budget,
         peers=tuple(args.peers) if args.peers else None,
+        spread=args.spread,
     )
     return settings.quick_defaults() if settings.quick else settings
 
@@ -715,11 +750,12 @@ def report(
     notes: Sequence[str] = (),
     csv_name: str | None = None,
     directory: Path = RESULTS,
+    spread: bool = False,
 ) -> None:
-    """Print a titled table with its notes; write the CSV (into `directory`) when `csv_name`
-    is given."""
+    """Print a titled table with its notes (`spread`: ratios with their range over the
+    rounds); write the CSV (into `directory`) when `csv_name` is given."""
     print(f"\n== {title}")
-    print(format_table(rows, peer_order(rows)))
+    print(format_table(rows, peer_order(rows), spread))
     if any(r.peak_in_rounds for r in rows):
         notes = [*notes, PEAK_NOTE]
     for note in [*notes, *dict.fromkeys(r.note for r in rows if r.note)]:

@@ -81,7 +81,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     peers = discover(settings.peers)
     rows = run(settings, peers, args.shapes or SHAPES)
     csv = None if args.no_csv else "in_cache"
-    harness.report(rows, "In-cache GEMM C += A B (column-major, one thread)", peers.notes, csv)
+    harness.report(
+        rows,
+        "In-cache GEMM C += A B (column-major, one thread)",
+        peers.notes,
+        csv,
+        spread=settings.spread,
+    )
 
 
 if __name__ == "__main__":

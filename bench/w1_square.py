@@ -135,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     peers = discover(settings.peers)
     rows = run(settings, peers, sizes=args.sizes, nb=args.nb)
     csv = None if args.no_csv else "w1_square"
-    harness.report(rows, "W1 square GEMM C = A B (column-major)", peers.notes, csv)
+    harness.report(
+        rows, "W1 square GEMM C = A B (column-major)", peers.notes, csv, spread=settings.spread
+    )
 
 
 if __name__ == "__main__":

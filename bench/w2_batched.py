@@ -336,7 +336,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     csv = None if args.no_csv else "w2_batched"
     notes = peers.notes + notes_for(sizes, variants)
-    harness.report(rows, "W2 batched small GEMM C_i += A_i B_i (column-major)", notes, csv)
+    harness.report(
+        rows,
+        "W2 batched small GEMM C_i += A_i B_i (column-major)",
+        notes,
+        csv,
+        spread=settings.spread,
+    )
 
 
 if __name__ == "__main__":

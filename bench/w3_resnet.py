@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         notes.append(
             f"nanotc launch overhead (empty kernel, same arguments): {1e6 * overhead:.1f} us"
         )
-    harness.report(rows, title, notes, csv)
+    harness.report(rows, title, notes, csv, spread=settings.spread)
 
 
 if __name__ == "__main__":

@@ -440,7 +440,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     notes = [*peers.notes, "column f32: nanotc's fp32 kernel on the same shape"]
     if "batched" in (args.parts or PARTS):
         notes.append(f"batched part: A, B and C start {args.offset} bytes past a cache line")
-    harness.report(rows, f"W4 {args.inputs} gemm ({args.inputs} A, B; f32 C)", notes, csv)
+    harness.report(
+        rows,
+        f"W4 {args.inputs} gemm ({args.inputs} A, B; f32 C)",
+        notes,
+        csv,
+        spread=settings.spread,
+    )
 
 
 if __name__ == "__main__":

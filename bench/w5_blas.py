@@ -323,7 +323,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     variants = tuple(args.variants or VARIANTS)
     rows = run(settings, peers, args.ops, variants, line_offset=args.line_offset)
     csv = None if args.no_csv else "w5_blas"
-    harness.report(rows, "W5 memory-bound instructions against copy bandwidth", peers.notes, csv)
+    harness.report(
+        rows,
+        "W5 memory-bound instructions against copy bandwidth",
+        peers.notes,
+        csv,
+        spread=settings.spread,
+    )
 
 
 if __name__ == "__main__":

@@ -287,15 +287,17 @@ def test_w4_command_line_reaches_the_batches(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(w4_bf16, "run", fake_run)
     monkeypatch.setattr(harness, "preamble", lambda settings: None)
-    monkeypatch.setattr(harness, "report", lambda *args: None)
+    monkeypatch.setattr(harness, "report", lambda *args, spread: seen.update(spread=spread))
     w4_bf16.main(["--quick", "--parts", "batched", "--shapes", "20x9x20", "--cache-kb", "16",
                   "--no-csv", "--peers", "numpy"])  # fmt: skip
-    assert seen == {"parts": ("batched",),
+    assert seen == {"parts": ("batched",), "spread": False,
                     "batches": w4_bf16.Batches(((20, 9, 20),), 16_000)}  # fmt: skip
     w4_bf16.main(["--quick", "--parts", "batched", "--inputs", "f16", "--no-csv"])
     assert seen["batches"] == w4_bf16.Batches(inputs="f16")
     w4_bf16.main(["--quick", "--parts", "batched", "--offset", "16", "--no-csv"])
     assert seen["batches"] == w4_bf16.Batches(offset=16)
+    w4_bf16.main(["--quick", "--parts", "batched", "--no-csv", "--spread"])
+    assert seen["spread"] is True
 
 
 @pytest.mark.parametrize("offset", [0, 16, 48])

@@ -1,8 +1,10 @@
 """`harness.speed_ratio` and the rows that use it: nanotc/peer and percent of peak paired by
-round where both were timed in the same rounds, the ratio of medians otherwise."""
+round where both were timed in the same rounds, the ratio of medians otherwise; the rounds'
+range of a paired ratio in tables (`--spread`) and CSV."""
 
 from __future__ import annotations
 
+import csv
 import statistics
 
 import pytest
@@ -54,3 +56,35 @@ def test_percent_of_a_peak_timed_in_the_rounds_is_paired() -> None:
     assert row({}, peak=peak, peak_loop=loop).percent_peak == pytest.approx(100.0)
     # without the loop's rounds: the medians' rates, 2 GFLOP/s over 4
     assert row({}, peak=peak).percent_peak == pytest.approx(50.0)
+
+
+def test_a_paired_ratio_has_the_range_of_its_rounds() -> None:
+    # per round 1.1, 1.1, 1.1, 0.55, 0.55
+    assert harness.round_ratios(NANOTC, PEER_FAST_MEDIAN) == pytest.approx([1.1] * 3 + [0.55] * 2)
+    assert row({"numpy": PEER_FAST_MEDIAN}).ratio_range("numpy") == pytest.approx((0.55, 1.1))
+    assert row({"numpy": PEER}).ratio_range("numpy") == pytest.approx((1.1, 1.1))
+
+
+def test_only_a_paired_ratio_has_a_range() -> None:
+    assert harness.round_ratios(NANOTC, timing(3.0, 3.0, 3.0)) == []
+    assert row({"numpy": timing(3.0, 3.0, 3.0)}).ratio_range("numpy") is None
+    assert row({"numpy": PEER}, ratios={"numpy": 0.9}).ratio_range("numpy") is None
+    assert row({}).ratio_range("numpy") is None
+
+
+def test_the_table_prints_the_range_when_asked() -> None:
+    rows = [row({"numpy": PEER_FAST_MEDIAN}), row({"numpy": timing(3.0)})]
+    plain = harness.format_table(rows, ["numpy"]).splitlines()
+    assert plain[2].endswith(" 1.10") and plain[3].endswith(" 1.50")
+    spread = harness.format_table(rows, ["numpy"], spread=True).splitlines()
+    assert spread[2].endswith(" 1.10 (0.55-1.10)")
+    assert spread[3].endswith(" 1.50")  # one round: no range
+
+
+def test_the_csv_has_the_range_of_each_paired_ratio(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row({"numpy": PEER_FAST_MEDIAN}), row({"numpy": timing(3.0)})]
+    with open(harness.write_csv(rows, "spread", tmp_path), encoding="utf-8") as f:
+        paired, single = csv.DictReader(f)
+    assert float(paired["ratio_numpy_min"]) == pytest.approx(0.55)
+    assert float(paired["ratio_numpy_max"]) == pytest.approx(1.1)
+    assert single["ratio_numpy_min"] == single["ratio_numpy_max"] == ""
