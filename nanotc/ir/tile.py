@@ -138,6 +138,8 @@ class TileGemm(Instruction):
     pairs = attribute(Flag("pairs"), default=False)  # a: VNNI panel of `tile.pack.pairs`
     padded = attribute(Flag("padded"), default=False)  # b: zero row past an odd K
     fetched = attribute(Flag("fetched"), default=False)  # a: in L1, asked for by earlier tiles
+    # a: every K pair in registers, C's columns a group at a time (`resident_pairs_tile`)
+    resident = attribute(Flag("resident"), default=False)
     alpha = operand(ConstKind.NUMBER)
     a = operand()
     b = operand()
@@ -152,8 +154,8 @@ class TileGemm(Instruction):
     next_b = optional_operand()
     next_c = optional_operand()
     syntax = (
-        "{trans_a}{trans_b}{atomic}{pairs}{padded}{fetched} $alpha , $a , $b , $beta , $c "
-        "[ $row , $col ] "
+        "{trans_a}{trans_b}{atomic}{pairs}{padded}{fetched}{resident} "
+        "$alpha , $a , $b , $beta , $c [ $row , $col ] "
         "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
         "( next c $next_c )? : " + _TILE_TYPES
     )

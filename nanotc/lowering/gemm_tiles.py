@@ -26,9 +26,13 @@ from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
 from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
 from nanotc.lowering.choices import signature as gemm_signature
-from nanotc.lowering.gemm_pairs import packs_a_pairs, tiles_on_pairs
-from nanotc.lowering.nanokernel import RESIDENT_A_MIN_K, row_stride_is_unit
-from nanotc.lowering.prefetch import left_to_hardware
+from nanotc.lowering.gemm_pairs import dot_pairs, packs_a_pairs, tiles_on_pairs
+from nanotc.lowering.nanokernel import (
+    RESIDENT_A_MIN_K,
+    resident_pairs_fit,
+    row_stride_is_unit,
+)
+from nanotc.lowering.prefetch import left_to_hardware, on_group_views
 from nanotc.lowering.register_tile import RegisterTile, a_stays_in_l1, choose
 from nanotc.targets import Target
 
@@ -78,6 +82,12 @@ def tile_gemm(
     sig = gemm_signature(g, DIRECT, extents, reserved)
     dots = dot_rows(g, target)
     if not dots:
+        resident = resident_pairs_tile(g, target, reserved)
+        choice = options.choice(sig)
+        tuned = None if choice is None else choice.tile
+        if resident is not None and tuned in (None, (resident.mv, resident.nr)):
+            micro = direct_micro(g, resident=True)
+            return tile_output(g.c, extents, target, micro, reserved, resident)
         tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
         if packs_a_pairs(g, target, tile, extents):
             m, n, k = extents
@@ -93,11 +103,39 @@ def tile_gemm(
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
 
 
-def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False) -> MicroFactory:
+def resident_pairs_tile(g: Gemm, target: Target, reserved: int) -> RegisterTile | None:
+    """The one tile over all of C of a static bf16 gemm on vdpbf16ps that holds A's K pairs
+    in registers (`nanokernel.resident_pairs_fit`), where A's rows are contiguous and C
+    is wider than the tile model's choice: each column tile of those interleaves all of A
+    again (a tuned tile other than this one replaces it). Batches in L2 on Zen 4 (one
+    thread, in one process against the model's tiles): 56x9x9 1.16-1.21x (two threads
+    1.25x), 56x9x8 1.21x, 35x9x9 1.19x, 48x12x8 1.20x, 64x10x8 1.17x, 32x24x12 1.14x,
+    40x16x6 1.29x, 64x16x4 1.30x, 16x32x4 1.26x, 24x16x10 1.09x. Where one tile covers C
+    already, grouping its columns gained nothing (16^3 1.04x, 20x9x20 0.89x). Not for a
+    batch member picked by the group id, which `lowering.prefetch` takes to arrive from
+    memory: from memory the same shapes ran 0.82-1.47x (35x9x9 0.80-0.86x, 48x12x8
+    0.90-0.92x; 64x10x8 and 32x24x12 1.46-1.54x), no rule found for which."""
+    m, n, k = gemm_extents(g)
+    if m is None or n is None or k is None or g.atomic:
+        return None
+    if not dot_pairs(g, target) or on_group_views(g):
+        return None
+    if n <= choose(target, g.c.type.element, m, n, k, reserved).nr:
+        return None
+    if not row_stride_is_unit(g.a.type, g.trans_a):
+        return None
+    if not resident_pairs_fit(target, (m, n, k), reserved):
+        return None
+    lanes = target.lanes(ScalarType.F32)
+    return RegisterTile(-(-m // lanes), n, lanes)
+
+
+def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False,
+                 resident: bool = False) -> MicroFactory:  # fmt: skip
     """The direct path's `tile.gemm` on g's operands. With `a_once` (`fetches_a_once`), the
     tiles of the column blocks after the first find A in L1: those emitted on their own
     (the remainder's), and those of the loop over the blocks where the first block is
-    `peeled` out of it."""
+    `peeled` out of it. `resident`: the tiles hold A's K pairs (`resident_pairs_tile`)."""
 
     def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
         looped = not isinstance(col, int)
@@ -105,7 +143,7 @@ def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False) -> MicroFa
         b.add(
             TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
-            fetched=a_once and not first,
+            fetched=a_once and not first, resident=resident,
         )  # fmt: skip
 
     return micro

@@ -15,7 +15,8 @@ nanokernel's instruction sequence (`nanotc compile --emit nano`); the LLVM emitt
 
 A one-vector tile that is all of C, with K unrolled, may instead keep A resident
 (`column_group`): A's K vectors are loaded once, then the columns go through the steps above
-a group at a time, each group's C loaded, updated and stored before the next group's.
+a group at a time, each group's C loaded, updated and stored before the next group's. A bf16
+dot tile that is all of C may do the same with A's K pairs (`resident_pairs_fit`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ PREFETCH_C_K = 16
 SHORT_CHAIN_ACCUMULATORS = 12  # dot tiles of a short K this large start from zero
 MIN_VECTOR_BYTES = 16  # xmm: the narrowest vectors a tile may use
 SPLIT_K_PER_COLUMN = 5  # k steps per column from which a bf16 tile splits A (`split_pays`)
+RESIDENT_PAIR_CHAINS = 8  # accumulators a group of a resident-pairs tile keeps in flight
 
 
 class Access(enum.Enum):
@@ -230,7 +232,7 @@ class GemmNanokernel:
             lines.append("  for each batch element: A, B := region(b)")
         unroll = "full" if self.k_unroll is None else f"unroll {self.k_unroll}"
         if self.dot:
-            lines.extend(self._dot_listing())
+            lines.extend(self._dot_listing(resident))
         else:
             lines.extend(self._fma_listing(unroll, resident))
         alpha = "acc" if self.alpha_is_one else "alpha*acc"
@@ -249,9 +251,14 @@ class GemmNanokernel:
         group = replace(self, columns=self.column_group, column_group=0)
         header, *steps = group.listing(resident=True).split("\n")
         lanes = self.vector_lanes(0)
+        loads = f"  a0[k] = vload A[row:row+{lanes}, k] for every k (A resident)"
+        if self.dot:
+            last = self.vectors - 1
+            loads = (f"  a0..a{last}[k] = vinterleave16 A[rows, k], A[rows, k+1] for every K pair"
+                     " (A's pairs resident)")  # fmt: skip
         return "\n".join([
             header.replace(f" {group.columns} columns,", f" {self.columns} columns,"),
-            f"  a0[k] = vload A[row:row+{lanes}, k] for every k (A resident)",
+            loads,
             f"  for each group of {group.columns} columns (col: its first, the last group"
             " the rest):",
             *("  " + line.replace("C[tile]", "C[group]") for line in steps),
@@ -295,8 +302,9 @@ class GemmNanokernel:
         first = v * self.lanes
         return f"    a{v} = {op}{mask} A[row+{first}:row+{first + width}, k]"
 
-    def _dot_listing(self) -> list[str]:
-        """Pairs along K: A's columns k and k+1 interleaved (VNNI), B's pair broadcast."""
+    def _dot_listing(self, resident: bool = False) -> list[str]:
+        """Pairs along K: A's columns k and k+1 interleaved (VNNI), B's pair broadcast
+        (`resident`: A's pairs interleaved already)."""
         L, mv, nr = self.lanes, self.vectors, self.columns
         lines = []
         if self.b_quads:
@@ -307,20 +315,19 @@ class GemmNanokernel:
                 " b = vpshufd b{j} (the pair's lane) for even j",
             ]
         lines.append("  for k in steps of 2 (an odd last k pairs with zeros):")
+        a = "[k]" if resident else ""
         for v in range(0, 2 * self.unpacked_pairs, 2):
             rows = f"row+{v * L}:row+{(v + 2) * L}"
             lines.append(f"    a{v}, a{v + 1} = vunpck(l,h)wd A[{rows}, k], A[{rows}, k+1]")
-        for v in range(2 * self.unpacked_pairs, mv):
+        for v in range(2 * self.unpacked_pairs, mv) if not resident else ():
             rows = f"row+{v * L}:row+{v * L + self.vector_lanes(v)}"
             lines.append(f"    a{v} = vinterleave16 A[{rows}, k], A[{rows}, k+1]")
         for j in range(nr):
             pair = f"(B[k, col+{j}], B[k+1, col+{j}])"
-            if self.b_per_vector:
-                b = f"{pair}{{1toN}}"
-                lines.extend(f"    acc{v}_{j} = vdpbf16ps acc{v}_{j}, a{v}, {b}" for v in range(mv))
-                continue
-            lines.append(f"    b = vbroadcast32 {pair}")
-            lines.extend(f"    acc{v}_{j} = vdpbf16ps acc{v}_{j}, a{v}, b" for v in range(mv))
+            b = f"{pair}{{1toN}}" if self.b_per_vector else "b"
+            if not self.b_per_vector:
+                lines.append(f"    b = vbroadcast32 {pair}")
+            lines.extend(f"    acc{v}_{j} = vdpbf16ps acc{v}_{j}, a{v}{a}, {b}" for v in range(mv))
         return lines
 
 
@@ -420,6 +427,26 @@ def resident_a_group(inst: TileGemm | TileBatchGemm, target: Target, k: int | No
     return group if k + group + 1 + alpha + overhead <= target.vector_registers else 0
 
 
+def resident_pairs_columns(vectors: int) -> int:
+    """Columns per group of a resident-pairs tile of `vectors` vectors: enough accumulators
+    (RESIDENT_PAIR_CHAINS) for the dot products' chains to keep the unit busy."""
+    return -(-RESIDENT_PAIR_CHAINS // vectors)
+
+
+def resident_pairs_fit(target: Target, shape: tuple[int, int, int], reserved: int) -> bool:
+    """Whether a bf16 dot tile that is all of an m x n x k C can hold every K pair of A in
+    registers, interleaved once: A's pairs, a group's accumulators and B's pair beside
+    `reserved` registers, and C wider than a group. Its columns then go a group at a time,
+    each group's C added and stored before the next group's dot products, instead of tiles
+    of a few columns each interleaving all of A again and storing their columns of C in one
+    burst at the end (`gemm_tiles.resident_pairs_tile`)."""
+    m, n, k = shape
+    vectors = -(-m // target.lanes(ScalarType.F32))
+    group = resident_pairs_columns(vectors)
+    needed = -(-k // 2) * vectors + group * vectors + 1 + reserved
+    return n > group and needed <= target.vector_registers
+
+
 def resident_a(a_type: MemRefType, trans: Transpose, k: int | None, target: Target) -> bool:
     """Whether a K loop over op(A) finds it in L1 and so asks for none of its lines: a
     static A that stays in L1 (`register_tile.a_stays_in_l1`) with K from RESIDENT_A_MIN_K.
@@ -462,6 +489,14 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     )
     whole = vectors - (tail is not None)  # vectors of full width
     narrow = narrow_compute and tail is not None
+    resident = isinstance(inst, TileGemm) and inst.resident and dot
+    quads = vectors == 1 and _b_pairs_by_quads(inst, k) and _quads_fit(inst, target)
+    one_vector_fmas = plain and not dot and vectors == 1 and unroll is None
+    group = (
+        resident_pairs_columns(vectors)
+        if resident
+        else resident_a_group(inst, target, k, one_vector_fmas)
+    )
     return GemmNanokernel(
         target=target.name,
         compute=compute,
@@ -479,19 +514,17 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         batched=isinstance(inst, TileBatchGemm),
         dot=dot,
         tail_lanes=tail,
-        unpacked_pairs=whole // 2 if dot and _unpacks_a(inst, k) else 0,
+        unpacked_pairs=whole // 2 if dot and not resident and _unpacks_a(inst, k) else 0,
         split_pairs=split_pairs(inst, a_type, compute, k, rows, lanes, vectors) if not dot else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
         a_prefetch_steps=a_prefetch_steps(k),
-        b_quads=dot and vectors == 1 and _b_pairs_by_quads(inst, k) and _quads_fit(inst, target),
+        b_quads=dot and not resident and quads,
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
         narrow_compute=narrow,
-        column_group=resident_a_group(
-            inst, target, k, plain and not dot and vectors == 1 and unroll is None
-        ),
+        column_group=group,
         b_columns_held=not dot and holds_b_columns(target, vectors, inst.nr),
         b_per_vector=reads_b_per_vector(inst, target, vectors, compute, dot=dot, narrow=narrow),
     )

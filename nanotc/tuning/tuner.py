@@ -72,6 +72,7 @@ from nanotc.lowering.gemm_tiles import (
     Extents,
     direct_model_extents,
     gemm_extents,
+    resident_pairs_tile,
     supported,
     tile_reserved,
 )
@@ -350,7 +351,8 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         tile, _ = in_place_tile(g, path, target)
     else:
         reserved = tile_reserved(g, target)
-        tile = choose(target, element, *modelled, reserved)
+        resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
+        tile = resident or choose(target, element, *modelled, reserved)
     choice = GemmChoice((tile.mv, tile.nr))
     return Site(signature(g, path, extents, reserved), element, choice, model_extents=modelled)
 

@@ -755,13 +755,15 @@ def test_other_tiles_share_one_broadcast_per_column(target: str | Target, text: 
 def test_short_k_dot_tiles_start_from_zero() -> None:
     """A bf16 dot tile of a short K with 12 or more accumulators starts them from zero and
     adds C after the K loop (its chains would otherwise wait for C's loads); a tile of 8
-    keeps starting from C, and so does every f32 tile (`short_dot_chains`)."""
-    plans = nanotc.compile(bf16_gemm(56, 9, 9), target="avx512").nanokernels()
+    keeps starting from C, and so does every f32 tile (`short_dot_chains`). (A batch
+    member picked by the group id: elsewhere 56x9x9 holds A's pairs, `resident_pairs_tile`.)"""
+    member = batched_gemm("f32", 56, 9, 9, "bf16")
+    plans = nanotc.compile(member, target="avx512").nanokernels()
     assert "acc[0..3][0..5] := 0" in plans and "acc[0..3][0..2] := 0" in plans
     assert "C[tile] := acc + C" in plans and ":= C[tile]" not in plans
-    code = asm.function_lines(assembly(bf16_gemm(56, 9, 9), "avx512"), "k")
+    code = asm.function_lines(assembly(member, "avx512"), "k")
     assert sum(line.strip().startswith("vaddps") for line in code) == 4 * 9
-    assert not any("(%rsp)" in line for line in code)
+    assert not any("(%rsp)" in line and "mm" in line for line in code)  # no vector spilled
     assert (
         "acc[0..0][0..7] := C[tile]" in nanotc.compile(bf16_gemm(8, 8, 8), "avx512").nanokernels()
     )
@@ -806,8 +808,9 @@ def test_long_bf16_k_loops_unpack_a_within_lanes(shape: tuple[int, int, int],
     columns k and k+1 by vpunpcklwd/vpunpckhwd where the K loop has at least as many pairs
     as the tile has columns (the accumulators' rows reordered once at each end), else each
     16 rows by one cross-lane vpermt2w (35x9x35 1.08-1.1x; 56x9x9's tiles of six columns,
-    five K pairs, 0.94x unpacked). `unpacking`: tile columns -> unpacked."""
-    compilation = nanotc.compile(bf16_gemm(*shape), target="avx512")
+    five K pairs, 0.94x unpacked). `unpacking`: tile columns -> unpacked. (Batch members
+    picked by the group id: elsewhere 56x9x9 holds A's pairs, `resident_pairs_tile`.)"""
+    compilation = nanotc.compile(batched_gemm("f32", *shape, "bf16"), target="avx512")
     plans = compilation.nanokernels().split("nanokernel ")[1:]
     columns = [int(re.search(r"x (\d+) columns", plan).group(1)) for plan in plans]
     assert {n: "vunpck(l,h)wd" in plan for n, plan in zip(columns, plans)} == unpacking
@@ -870,10 +873,10 @@ def test_blocked_tiles_read_b_in_place(dt: str, target: str) -> None:
 
 
 def test_packed_pairs_leave_the_k_loop_without_shuffles() -> None:
-    """A 64x64x8 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps
+    """A 64x64x11 bf16 gemm packs A into VNNI pairs once: its tiles' K loops hold vdpbf16ps
     on zmm, no interleaving shuffle and no spill (unpacked, each K pair took four vpermt2w:
-    four K pairs are too few for unpacking within lanes)."""
-    loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 8), "avx512"), "k", "vdpbf16ps")
+    six K pairs are too few for unpacking within lanes; with four, one tile holds them)."""
+    loops = asm.hot_loops(assembly(bf16_gemm(64, 64, 11), "avx512"), "k", "vdpbf16ps")
     assert loops
     for loop in loops:
         assert not [i for i in loop.instructions if i.startswith(("vperm", "vpunpck", "vpshuf"))]

@@ -190,6 +190,23 @@ def fill_garbage(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def looped_bf16_members(m: int, n: int, k: int) -> str:
+    """W4's batched form: for every member i of a loop (not the group id), C_i += A_i B_i,
+    bf16 A and B into an f32 C."""
+    a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
+                     (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
+    am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
+    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  %count = size %C[2] : {c_t}
+  for %i = 0, %count {{
+    %a = subview %A[:,:,%i] : {a_t}
+    %b = subview %B[:,:,%i] : {b_t}
+    %c = subview %C[:,:,%i] : {c_t}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
+  }}
+}}"""
+
+
 def literal(value: float | int, ty: str) -> str:
     """A constant operand for an instruction whose scalar type is `ty`."""
     if ty in INT_TYPES or ty == "i1":

@@ -16,7 +16,7 @@ import pytest
 
 from nanotc.targets import Target
 
-from .helpers import SPLIT_FMA, compiled, needs_host, runnable
+from .helpers import SPLIT_FMA, compiled, looped_bf16_members, needs_host, runnable
 
 BF16 = ml_dtypes.bfloat16
 
@@ -40,8 +40,9 @@ def check(got: np.ndarray, want: np.ndarray, bound: np.ndarray, k: int) -> None:
 
 
 @pytest.mark.parametrize(("shape", "ta", "packed"), [
-    ((64, 64, 8), "n", True),  # 11 columns of 64 x 6 tiles, four K pairs
-    ((32, 64, 10), "n", True),
+    ((64, 64, 9), "n", True),  # 13 columns of 64 x 5 tiles, five K pairs
+    ((32, 64, 22), "n", True),
+    ((64, 64, 8), "n", False),  # one tile holds A's four K pairs instead (`.resident`)
     ((64, 64, 64), "n", False),  # 32 K pairs: the tiles unpack A's pairs themselves
     ((64, 64, 64), "t", True),  # ... but not those of a transposed A
     ((35, 9, 5), "n", False),  # two columns of tiles: the pack costs more than it saves
@@ -55,23 +56,25 @@ def test_a_is_packed_where_c_has_three_columns_of_tiles_and_k_is_short(
     assert ("tile.gemm.n.n.pairs" in tiled) is packed
 
 
-PACKED_SHAPES = [(64, 64, 9), (33, 50, 7), (70, 40, 1)]
+# (shape, op(A)): 33 rows of an untransposed A with so short a K hold its pairs instead
+PACKED = [((64, 64, 9), "n"), ((64, 64, 9), "t"), ((33, 50, 7), "t"), ((70, 40, 7), "n"),
+          ((70, 40, 7), "t")]  # fmt: skip
+CASES = [(shape, ta, tb) for (shape, ta), tb in itertools.product(PACKED, "nt")]
+CASE_IDS = [f"{shape}-{ta}{tb}" for shape, ta, tb in CASES]
 
 
 @pytest.mark.parametrize("target", BF16_DOT, ids=["avx512", "split-fma"])
-@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize("shape", PACKED_SHAPES, ids=str)
+@pytest.mark.parametrize(("shape", "ta", "tb"), CASES, ids=CASE_IDS)
 def test_short_k_packs_a_into_pairs(shape: tuple[int, int, int], ta: str, tb: str,
                                     target: str | Target) -> None:  # fmt: skip
     """The gemms whose results `test_packed_pairs_match_float64` checks take the pack, for
-    either transpose and on either width of FMA units (compiled on any host)."""
+    either transpose of B and on either width of FMA units (compiled on any host)."""
     m, n, k = shape
     assert f"tile.pack.{ta}.pairs" in compiled(gemm_text(m, n, k, ta, tb), target).tiled()
 
 
 @pytest.mark.parametrize("target", runnable(*BF16_DOT))
-@pytest.mark.parametrize(("ta", "tb"), list(itertools.product("nt", repeat=2)), ids="".join)
-@pytest.mark.parametrize("shape", PACKED_SHAPES, ids=str)
+@pytest.mark.parametrize(("shape", "ta", "tb"), CASES, ids=CASE_IDS)
 def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: str,
                                     target: str | Target, rng) -> None:  # fmt: skip
     """Odd K pads the last pair with zeros; 33 and 70 rows leave a partial panel whose
@@ -90,24 +93,12 @@ def test_packed_pairs_match_float64(shape: tuple[int, int, int], ta: str, tb: st
     check(c, want, bound, k)
 
 
-BATCH = (48, 40, 9, 5)  # M, N, K and the number of members
+BATCH = (48, 40, 13, 5)  # M, N, K and the number of members (K = 9: A's pairs held instead)
 
 
 def batch_text() -> str:
     """W4's batched form: for every member i, C_i += A_i B_i."""
-    m, n, k, _ = BATCH
-    a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
-                     (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
-    am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
-    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-  %count = size %C[2] : {c_t}
-  for %i = 0, %count {{
-    %a = subview %A[:,:,%i] : {a_t}
-    %b = subview %B[:,:,%i] : {b_t}
-    %c = subview %C[:,:,%i] : {c_t}
-    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
-  }}
-}}"""
+    return looped_bf16_members(*BATCH[:3])
 
 
 def test_batch_members_each_pack_their_own_a() -> None:
