@@ -82,9 +82,9 @@ def tile_gemm(
     sig = gemm_signature(g, DIRECT, extents, reserved)
     dots = dot_rows(g, target)
     if not dots:
-        resident = resident_pairs_tile(g, target, reserved)
         choice = options.choice(sig)
         tuned = None if choice is None else choice.tile
+        resident = resident_pairs_tile(g, target, reserved, members=tuned is not None)
         if resident is not None and tuned in (None, (resident.mv, resident.nr)):
             micro = direct_micro(g, resident=True)
             return tile_output(g.c, extents, target, micro, reserved, resident)
@@ -103,7 +103,9 @@ def tile_gemm(
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
 
 
-def resident_pairs_tile(g: Gemm, target: Target, reserved: int) -> RegisterTile | None:
+def resident_pairs_tile(
+    g: Gemm, target: Target, reserved: int, members: bool = False
+) -> RegisterTile | None:
     """The one tile over all of C of a static bf16 gemm on vdpbf16ps that holds A's K pairs
     in registers (`nanokernel.resident_pairs_fit`), where A's rows are contiguous and C
     is wider than the tile model's choice: each column tile of those interleaves all of A
@@ -113,12 +115,13 @@ def resident_pairs_tile(g: Gemm, target: Target, reserved: int) -> RegisterTile 
     40x16x6 1.29x, 64x16x4 1.30x, 16x32x4 1.26x, 24x16x10 1.09x. Where one tile covers C
     already, grouping its columns gained nothing (16^3 1.04x, 20x9x20 0.89x). Not for a
     batch member picked by the group id, which `lowering.prefetch` takes to arrive from
-    memory: from memory the same shapes ran 0.82-1.47x (35x9x9 0.80-0.86x, 48x12x8
-    0.90-0.92x; 64x10x8 and 32x24x12 1.46-1.54x), no rule found for which."""
+    memory: from memory the same shapes ran 0.82-1.47x (35x9x9 0.80-0.88x, 48x12x8
+    0.90-0.95x; 64x10x8 1.07-1.46x), no rule found for which, so there it is a tuned
+    choice only (`members`: the tuner times it)."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None or g.atomic:
         return None
-    if not dot_pairs(g, target) or on_group_views(g):
+    if not dot_pairs(g, target) or (on_group_views(g) and not members):
         return None
     if n <= choose(target, g.c.type.element, m, n, k, reserved).nr:
         return None

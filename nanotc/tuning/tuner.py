@@ -103,6 +103,9 @@ class Site:
     in_place_width: int = 0  # the widest blocked tile that reads B in place (block sizes)
     # M, N, K as the path's tile model sees them (blocks: any size, None)
     model_extents: Extents = (None, None, None)
+    # the tile over all of C holding A's bf16 pairs, where a tuned choice may take it
+    # (`gemm_tiles.resident_pairs_tile`)
+    resident: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -351,10 +354,20 @@ def _site(g: Gemm, path: str, target: Target) -> Site:
         tile, _ = in_place_tile(g, path, target)
     else:
         reserved = tile_reserved(g, target)
-        resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
-        tile = resident or choose(target, element, *modelled, reserved)
+        tile = _analytical_direct(g, path, target, modelled, reserved)
     choice = GemmChoice((tile.mv, tile.nr))
-    return Site(signature(g, path, extents, reserved), element, choice, model_extents=modelled)
+    held = resident_pairs_tile(g, target, reserved, members=True) if path == DIRECT else None
+    resident = None if held is None else (held.mv, held.nr)
+    return Site(signature(g, path, extents, reserved), element, choice,
+                model_extents=modelled, resident=resident)  # fmt: skip
+
+
+def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
+                       reserved: int) -> RegisterTile:  # fmt: skip
+    """The direct and batch-reduce paths' analytical tile: one holding A's bf16 pairs where
+    lowering takes it, else the tile model's."""
+    resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
+    return resident or choose(target, g.c.type.element, *modelled, reserved)
 
 
 def _blocking(
@@ -383,8 +396,9 @@ def _arrays_exceed(arguments: Sequence[Any], limit: int) -> bool:
 
 
 def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, int]]:
-    """Register tiles that fit, best estimate first. Left out: tiles wider than a static N,
-    which run as the N-wide tile, and the analytical choice (so clipped)."""
+    """Register tiles that fit, best estimate first, after the tile holding A's bf16 pairs
+    where the analytical choice is another (`Site.resident`). Left out: tiles wider than a
+    static N, which run as the N-wide tile, and the analytical choice (so clipped)."""
     m, n, k = site.model_extents
     path, reserved = site.signature.path, site.signature.reserved
     tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path))
@@ -392,7 +406,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     mv, nr = site.analytical.tile
     analytical = (mv, nr if n is None else min(nr, n))
     distinct = [(t.mv, t.nr) for t in tiles if n is None or t.nr <= n]
-    out = [t for t in distinct if t != analytical]
+    held = [site.resident] if site.resident is not None else []
+    out = [t for t in held + distinct if t != analytical]
     return out[: max(0, count)]
 
 

@@ -13,7 +13,7 @@ import nanotc
 from nanotc import targets
 from nanotc.codegen import asm
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions, GemmChoice
-from nanotc.tuning.tuner import gemm_sites
+from nanotc.tuning.tuner import gemm_sites, tile_candidates
 
 from .helpers import looped_bf16_members
 
@@ -98,6 +98,18 @@ def test_the_tuner_starts_from_the_resident_tile_and_may_replace_it() -> None:
 
     assert tuned((4, 9)) == ["tile.gemm.n.n.resident 64 x 9"]
     assert tuned((4, 6)) == ["tile.gemm.n.n 64 x 6", "tile.gemm.n.n.fetched 64 x 3"]
+
+
+def test_the_tuner_offers_the_resident_tile_to_members_of_the_group_id() -> None:
+    """For a batch member picked by the group id the analytical choice keeps its tiles,
+    and the resident tile is the tuner's first candidate: a tuned choice of it takes it."""
+    text = member(48, 12, 8)
+    (site,) = gemm_sites(nanotc.load(text).function("k"), targets.get(AVX512))
+    assert site.analytical.tile == (3, 6) and site.resident == (3, 12)
+    assert tile_candidates(site, targets.get(AVX512), 1) == [(3, 12)]
+    options = CompileOptions.of({site.key: GemmChoice((3, 12))})
+    assert tiles(text, options=options) == ["tile.gemm.n.n.resident 48 x 12"]
+    assert tiles(text) == ["tile.gemm.n.n 48 x 6"]
 
 
 def test_a_resident_tile_interleaves_a_once() -> None:
