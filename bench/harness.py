@@ -100,7 +100,7 @@ def speed_ratio(ours: Timing, theirs: Timing) -> float:
 def round_ratios(ours: Timing, theirs: Timing) -> list[float]:
     """Each round's speed ratio of `ours` over `theirs`, for timings of the same rounds (else
     none). Their range shows what the median hides: on the Zen 4 machine a two-thread W4 row
-    whose median read 1.57 had rounds from 1.49 to 1.66, as other tenants came and went."""
+    whose median read 1.60 had rounds from 1.33 to 1.87, as other tenants came and went."""
     if len(ours.samples) != len(theirs.samples) or len(ours.samples) < 2:
         return []
     return [t / o for o, t in zip(ours.samples, theirs.samples)]
@@ -702,7 +702,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spread",
         action="store_true",
-        help="print each ratio with its lowest and highest round, e.g. 1.57 (1.49-1.66)",
+        help="print each ratio with its lowest and highest round, e.g. 1.60 (1.33-1.87)",
     )
 
 
