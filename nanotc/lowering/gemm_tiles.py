@@ -24,7 +24,13 @@ from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm, Transpose
 from nanotc.ir.tile import TileGemm, TileMin, TilePack, TileRowDots
 from nanotc.ir.types import INDEX, MemRefType, ScalarType
 from nanotc.ir.values import Constant, Value, is_literal
-from nanotc.lowering.choices import DEFAULT_OPTIONS, DIRECT, CompileOptions, register_tile_for
+from nanotc.lowering.choices import (
+    DEFAULT_OPTIONS,
+    DIRECT,
+    MAX_TILE_EXTENT,
+    CompileOptions,
+    register_tile_for,
+)
 from nanotc.lowering.choices import signature as gemm_signature
 from nanotc.lowering.gemm_pairs import dot_pairs, packs_a_pairs, tiles_on_pairs
 from nanotc.lowering.nanokernel import (
@@ -106,7 +112,8 @@ def tile_gemm(
 def resident_pairs_tile(
     g: Gemm, target: Target, reserved: int, members: bool = False
 ) -> RegisterTile | None:
-    """The one tile over all of C of a static bf16 gemm on vdpbf16ps that holds A's K pairs
+    """The one tile over all of C (or over blocks of MAX_TILE_EXTENT of its columns) of a
+    static bf16 gemm on vdpbf16ps that holds A's K pairs
     in registers (`nanokernel.resident_pairs_fit`), where A's rows are contiguous and C
     is wider than the tile model's choice: each column tile of those interleaves all of A
     again (a tuned tile other than this one replaces it). Batches in L2 on Zen 4 (one
@@ -130,7 +137,9 @@ def resident_pairs_tile(
     if not resident_pairs_fit(target, (m, n, k), reserved):
         return None
     lanes = target.lanes(ScalarType.F32)
-    return RegisterTile(-(-m // lanes), n, lanes)
+    # a tile names at most MAX_TILE_EXTENT columns (as a tuned choice must): a wider C takes
+    # column blocks of such tiles, each interleaving A once
+    return RegisterTile(-(-m // lanes), min(n, MAX_TILE_EXTENT), lanes)
 
 
 def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False,

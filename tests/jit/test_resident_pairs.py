@@ -133,10 +133,15 @@ def test_a_resident_tile_interleaves_a_once() -> None:
 
 
 def test_wide_resident_tiles_compile_one_group() -> None:
-    """The groups run in a loop: a 16 x 1024 C (128 groups of 8 columns) compiles to one
-    group's code, 8 x 2 vdpbf16ps (unrolled, it took 3.7 s to compile)."""
-    code = asm.function_lines(nanotc.compile(gemm(16, 1024, 4), target=AVX512).assembly(), "k")
+    """The groups run in a loop, and a C wider than a tile can name (64 columns) takes a
+    loop of such tiles: a 16 x 1024 C compiles to one group's code, 8 x 2 vdpbf16ps
+    (unrolled, it took 3.7 s to compile), and the tuner starts from that tile."""
+    text = gemm(16, 1024, 4)
+    assert tiles(text) == ["tile.gemm.n.n.resident 16 x 64"]
+    code = asm.function_lines(nanotc.compile(text, target=AVX512).assembly(), "k")
     assert sum(line.strip().startswith("vdpbf16ps") for line in code) == 8 * 2
+    (site,) = gemm_sites(nanotc.load(text).function("k"), targets.get(AVX512))
+    assert site.analytical.tile == (1, 64)
 
 
 CASES = [
@@ -147,7 +152,7 @@ CASES = [
     ((33, 10, 7), "n", 1.0, 1.0),  # odd K, one row past two vectors
     ((40, 16, 6), "t", 1.0, 0.5),
     ((70, 40, 2), "n", 1.0, 1.0),  # masked last rows: every other group, then the others
-    ((16, 100, 3), "n", 1.0, 1.0),  # twelve groups of 8 in a loop, then 4 columns
+    ((16, 100, 3), "n", 1.0, 1.0),  # tiles of 64 and 36 columns: groups of 8, then 4
 ]
 
 
