@@ -189,3 +189,23 @@ def test_batch_members_of_a_loop_hold_their_pairs() -> None:
     expected = c + np.einsum("mki,kni->mni", a.astype(np.float64), b.astype(np.float64))
     nanotc.compile(text, target=AVX512)["k"](a, b, c, group_size=1)
     np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5 * k)
+
+
+@runs_bf16_dot
+def test_resident_tiles_on_views_of_larger_arrays() -> None:
+    """A and C as views whose columns lie a larger stride apart than their rows: the pairs
+    and C's groups address them by their strides, and nothing outside the views changes."""
+    text = """func @k(%X: memref<bf16x40x12>, %B: memref<bf16x9x9>, %Y: memref<f32x48x12>) {
+  %a = subview %X[2:35, 1:9] : memref<bf16x40x12>
+  %c = subview %Y[5:35, 2:9] : memref<f32x48x12>
+  gemm.n.n 1.0, %a, %B, 1.0, %c : f32, memref<bf16x35x9,strided<1,40>>, memref<bf16x9x9>, f32, memref<f32x35x9,strided<1,48>>
+}"""
+    assert tiles(text) == ["tile.gemm.n.n.resident 48 x 9"]
+    rng = np.random.default_rng(3)
+    x = np.asfortranarray(rng.uniform(-1, 1, (40, 12)).astype(BF16))
+    b = np.asfortranarray(rng.uniform(-1, 1, (9, 9)).astype(BF16))
+    y = np.asfortranarray(rng.uniform(-1, 1, (48, 12)).astype(np.float32))
+    expected = y.astype(np.float64)
+    expected[5:40, 2:11] += x[2:37, 1:10].astype(np.float64) @ b.astype(np.float64)
+    nanotc.compile(text, target=AVX512)["k"](x, b, y, group_size=1)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-4)
