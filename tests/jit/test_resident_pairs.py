@@ -24,10 +24,10 @@ runs_bf16_dot = pytest.mark.skipif(
 )
 
 
-def gemm(m: int, n: int, k: int, trans_b: str = "n", alpha: float = 1.0, beta: float = 1.0,
-         c_type: str = "f32") -> str:  # fmt: skip
+def gemm(m: int, n: int, k: int, trans_b: str = "n", alpha: float = 1.0,
+         beta: float = 1.0) -> str:  # fmt: skip
     b_shape = f"{n}x{k}" if trans_b == "t" else f"{k}x{n}"
-    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{b_shape}>", f"memref<{c_type}x{m}x{n}>"
+    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{b_shape}>", f"memref<f32x{m}x{n}>"
     return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
   gemm.n.{trans_b} {alpha}, %A, %B, {beta}, %C : f32, {a}, {b}, f32, {c}
 }}"""
@@ -48,8 +48,9 @@ def member(m: int, n: int, k: int) -> str:
 
 def tiles(text: str, target: str = AVX512, options: CompileOptions = DEFAULT_OPTIONS
           ) -> list[str]:  # fmt: skip
+    """Each `tile.gemm` as its name and shape, e.g. `tile.gemm.n.n.resident 64 x 9`."""
     tiled = nanotc.compile(text, target=target, options=options, cache=False).tiled()
-    return [line.split(" 1.0,")[0].strip() + " " + line.split(" tile ")[1].split(" :")[0]
+    return [line.split()[0] + " " + line.split(" tile ")[1].split(" :")[0]
             for line in tiled.splitlines() if "tile.gemm" in line]  # fmt: skip
 
 
@@ -163,7 +164,7 @@ def test_resident_tiles_compute_the_product(
 ) -> None:
     m, n, k = shape
     text = gemm(m, n, k, trans_b, alpha, beta)
-    assert tiles(text)[0].startswith("tile.gemm.n.") and ".resident" in tiles(text)[0]
+    assert tiles(text)[0].startswith(f"tile.gemm.n.{trans_b}.resident ")
     rng = np.random.default_rng(m * n * k)
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(BF16))
     b_shape = (n, k) if trans_b == "t" else (k, n)
