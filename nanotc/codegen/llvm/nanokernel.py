@@ -396,18 +396,18 @@ class NanokernelEmitter:
                 fma(v, j, a_vectors[v], bj)
         return out
 
-    def _pair_loads(self, a: MemrefValue, bm: MemrefValue) -> tuple[_PairLoads, Dim]:
-        """The loads of the tile's bf16 pairs, and K (from B: A may hold pairs)."""
+    def _pair_loads(self, a: MemrefValue, b_k_stride: Dim) -> _PairLoads:
+        """The loads of the tile's bf16 pairs, B's K stride given."""
         a_base, _, a_k_stride, _ = self._a_rows(a)
-        _, b_k_stride, depth = self._b_columns(bm)
         packed = isinstance(self.inst, TileGemm) and bool(self.inst.pairs)
         masks = (self.a_masks, [self._pair_mask(q) for q in range(self.p.unpacked_pairs)])
-        return _PairLoads(self.b, self.p, masks, (a_base, packed), a_k_stride, b_k_stride), depth
+        return _PairLoads(self.b, self.p, masks, (a_base, packed), a_k_stride, b_k_stride)
 
     def resident_pairs(self, a: MemrefValue, bm: MemrefValue) -> list[list[ir.Value]]:
         """A's vectors of every K pair (`GemmNanokernel.column_group` of a dot tile),
         interleaved once for the tile's column groups."""
-        pairs, depth = self._pair_loads(a, bm)
+        _, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
+        pairs = self._pair_loads(a, b_k_stride)
         assert isinstance(depth, int)  # a resident tile's K is static
         return [pairs.a_pairs(const(k), k + 1 < depth) for k in range(0, depth, 2)]
 
@@ -420,8 +420,8 @@ class NanokernelEmitter:
         whose second column and pair half are zero, or where both packs hold zeros past K
         (`.padded`), with its last pair read whole. With A's pairs `resident`, K unrolled."""
         b, p = self.b, self.p
-        pairs, depth = self._pair_loads(a, bm)
-        b_bases, b_k_stride, _ = self._b_columns(bm)
+        b_bases, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
+        pairs = self._pair_loads(a, b_k_stride)
         copies = range(1, p.vectors) if p.b_per_vector else ()
         bases = [b_bases] + [self._b_columns(bm, copy=True)[0] for _ in copies]
 
