@@ -176,7 +176,8 @@ def register_tile_for(
         tile = RegisterTile(mv, nr, target.lanes(element))
         if fits(tile, target, reserved, m, whole):
             return tile
-    return model(target, element, m, n, k, reserved, whole_rows=whole)
+    fma_inputs = len(set(sig.types)) == 1
+    return model(target, element, m, n, k, reserved, whole_rows=whole, fma_inputs=fma_inputs)
 
 
 def reads_whole_rows(path: str) -> bool:

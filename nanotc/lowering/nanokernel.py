@@ -32,6 +32,8 @@ from nanotc.lowering.prefetch import left_to_hardware, on_group_views
 from nanotc.lowering.register_tile import (
     FMA_LATENCY,
     FMA_PORTS,
+    FULL_UNROLL_K,
+    SINGLE_TILE_UNROLL_K,
     RegisterTile,
     a_stays_in_l1,
     holds_b_columns,
@@ -39,8 +41,6 @@ from nanotc.lowering.register_tile import (
 )
 from nanotc.targets import Target
 
-FULL_UNROLL_K = 2  # a static K up to this is unrolled completely
-SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 # k steps ahead: about L2's latency over one step of a full tile (W3 1.02x, W1 f64 1.05x;
 # 2 and 8 measured the same on Zen 4)
 A_PREFETCH_STEPS = 4

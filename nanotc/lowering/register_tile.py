@@ -37,6 +37,9 @@ MIN_COLUMNS_FOR_HEIGHT = 4
 # faster than the scattered half columns of shorter tiles (in-cache 64x64x256 f32: 64 x 6
 # 1.04-1.12x over 32 x 14; f32 96^3 batches 1.02-1.07x)
 TALL_STREAM_SPEEDUP = 2.0
+FULL_UNROLL_K = 2  # a static K up to this is unrolled completely (`nanokernel.k_unroll`)
+SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
+CROWDED_MAX_K = 24  # the K of a small gemm up to which crowded tiles are avoided (`crowded`)
 SMALL_GEMM_L1_SHARE = 4  # a small gemm's A, B and C together fit L1 / this: a batch member
 
 
@@ -174,10 +177,11 @@ def choose(
     reserved: int = 0,
     max_columns: int | None = None,
     whole_rows: bool = False,
+    fma_inputs: bool = True,
 ) -> RegisterTile:
     """The analytical choice (among the tiles at most `max_columns` wide, where given; A read
-    in `whole_rows`, where true: `target_overhead`)."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows)
+    in `whole_rows`, where true: `target_overhead`; `fma_inputs`: see `ranked`)."""
+    options = ranked(target, element, m, n, k, reserved, whole_rows, fma_inputs)
     if max_columns is None:
         return options[0]
     return next((t for t in options if t.nr <= max_columns), options[0])
@@ -196,6 +200,7 @@ class TileModel(Protocol):
         reserved: int = 0,
         *,
         whole_rows: bool = False,
+        fma_inputs: bool = True,
     ) -> RegisterTile: ...  # fmt: skip
 
 
@@ -215,10 +220,11 @@ def choose_tall(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
+    fma_inputs: bool = True,
 ) -> RegisterTile:
     """The tallest of the tiles whose estimate ties with the best (then the analytical order):
     for B read in place from L2, where each broadcast should feed as many FMAs as it can."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows)
+    options = ranked(target, element, m, n, k, reserved, whole_rows, fma_inputs)
     from_l2 = a_vector_cycles(target, element, m, k)
     best = estimate(options[0], m, n, k, from_l2)
     tied = [t for t in options if estimate(t, m, n, k, from_l2) <= best * (1 + TIE)]
@@ -233,10 +239,15 @@ def ranked(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
+    fma_inputs: bool = True,
 ) -> list[RegisterTile]:
     """The tiles that fit (`candidates`), fewest estimated cycles first. Ties go first to a
-    tile as tall as a static M, then (for a small gemm) to tiles that split N into equal
-    column tiles, then to the larger tile (fewer, longer kernels).
+    tile as tall as a static M, then (for a small gemm whose A and B are C's type,
+    `fma_inputs`) to tiles whose column tiles, the remainder's too, are not crowded
+    (`crowded`), then to tiles that split N into equal column tiles, then to the larger
+    tile (fewer, longer kernels). The crowding was measured on FMA tiles: bf16 tiles of
+    `vdpbf16ps` steps ran 0.95-0.99x with it on most shapes (Zen 4, batches of 41x16x20,
+    44x7x18, 40x21x15), so they keep the order without it.
 
     A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
     batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
@@ -259,13 +270,65 @@ def ranked(
     resident = l2_resident(target, element, m, n, k)
     tall_columns = _tall_tile_columns(options, m)
 
-    def key(t: RegisterTile) -> tuple[float, bool, bool, int]:
+    def key(t: RegisterTile) -> tuple[float, bool, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= tall_columns
         even = small and n is not None and _splits_evenly(n, t.nr) and _beyond_latency(t)
         a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
-        return estimate(t, m, n, k, a_cycles), not as_tall, not even, -t.mv * t.nr
+        busy = (
+            small
+            and fma_inputs
+            and any(crowded(w, target, element, (m, n, k)) for w in _column_tiles(t, n))
+        )
+        return estimate(t, m, n, k, a_cycles), not as_tall, busy, not even, -t.mv * t.nr
 
     return sorted(options, key=key)
+
+
+def crowded(tile: RegisterTile, target: Target, element: ScalarType,
+            shape: tuple[int | None, int | None, int | None]) -> bool:  # fmt: skip
+    """Whether a k step of the tile (on an m x n x k C, at most n columns) holds more
+    full-width FMAs than the target's `small_gemm_step_fmas`, or the tile has several
+    vectors and two columns or fewer. On Zen 4 such tiles of a small gemm's short K loop
+    run 15-50 cycles a tile past their FMAs' time, the others 0-7 (K = 20, one tile a
+    member, in L2: f64 16 x 8 31 cycles, 16 x 4 2, 32 x 2 25; f32 48 x 5 16, 48 x 4 none),
+    though the same tiles over K = 128 run equally fast. Only for K up to CROWDED_MAX_K: at
+    f32 35x9x35, 48 x 6 and 48 x 3 ran 1.03x faster than 48 x 9 in L2 but 0.97x from
+    memory. The FMAs of a last vector that computes narrower in a K loop do not count: f32
+    20x9x20's 32 x 9 tile (9 zmm and 9 xmm FMAs a step) runs at its FMAs' time."""
+    limit = target.small_gemm_step_fmas
+    m, n, k = shape
+    if limit <= 0 or k is None or k > CROWDED_MAX_K:
+        return False
+    columns = min(tile.nr, n or tile.nr)
+    narrow_last = k_loop(tile, shape) and narrow_last_vector(tile, target, element, m)
+    full = tile.mv - int(narrow_last)
+    return (tile.mv > 1 and columns <= 2) or full * columns > limit
+
+
+def narrow_last_vector(tile: RegisterTile, target: Target, element: ScalarType,
+                       m: int | None) -> bool:  # fmt: skip
+    """Whether the last vector of a tile as tall as a static M holds rows that the target's
+    narrower FMA units compute alone (`Target.narrow_fma_pays`)."""
+    if m is None or m >= tile.mr or tile.mv < 2 or not target.narrow_fma_pays:
+        return False
+    return (m - (tile.mv - 1) * tile.lanes) * element.bits <= target.fma_unit_bits
+
+
+def k_loop(tile: RegisterTile, shape: tuple[int | None, int | None, int | None]) -> bool:
+    """Whether the tile runs a K loop rather than K unrolled completely: beyond
+    FULL_UNROLL_K, and beyond SINGLE_TILE_UNROLL_K for a tile that is all of C."""
+    m, n, k = shape
+    if k is None:
+        return True
+    whole = m is not None and n is not None and m <= tile.mr and n <= tile.nr
+    return k > (SINGLE_TILE_UNROLL_K if whole else FULL_UNROLL_K)
+
+
+def _column_tiles(tile: RegisterTile, n: int | None) -> list[RegisterTile]:
+    """The tile and, where its columns leave a remainder of a static N, the narrower tile
+    that computes it."""
+    rest = n % tile.nr if n is not None and n > tile.nr else 0
+    return [tile] + ([RegisterTile(tile.mv, rest, tile.lanes)] if rest else [])
 
 
 def _tall_tile_columns(options: list[RegisterTile], m: int | None) -> int:

@@ -69,6 +69,9 @@ class Target:
     # register tiles of this many vectors read B's broadcast once per vector, as each FMA's
     # memory operand, where measured (else 0: never; `lowering.nanokernel.reads_b_per_vector`)
     broadcast_operand_vectors: int = 0
+    # the most full-width FMAs a k step of a small gemm's register tile holds before the tile
+    # runs slower than its FMAs, where measured (else 0: no limit; `register_tile.crowded`)
+    small_gemm_step_fmas: int = 0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -203,6 +206,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "hardware_prefetch_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
         "broadcast_operand_vectors": 2,
+        "small_gemm_step_fmas": 12,
     },
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,

@@ -367,7 +367,9 @@ def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
     """The direct and batch-reduce paths' analytical tile: one holding A's bf16 pairs where
     lowering takes it, else the tile model's."""
     resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
-    return resident or choose(target, g.c.type.element, *modelled, reserved)
+    fma_inputs = g.a.type.element is g.b.type.element is g.c.type.element
+    return resident or choose(target, g.c.type.element, *modelled, reserved,
+                              fma_inputs=fma_inputs)  # fmt: skip
 
 
 def _blocking(
@@ -401,7 +403,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     static N, which run as the N-wide tile, and the analytical choice (so clipped)."""
     m, n, k = site.model_extents
     path, reserved = site.signature.path, site.signature.reserved
-    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path))
+    fma_inputs = len(set(site.signature.types)) == 1
+    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path), fma_inputs)
     assert site.analytical.tile is not None
     mv, nr = site.analytical.tile
     analytical = (mv, nr if n is None else min(nr, n))
