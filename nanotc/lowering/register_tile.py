@@ -286,15 +286,17 @@ def ranked(
 
 def crowded(tile: RegisterTile, target: Target, element: ScalarType,
             shape: tuple[int | None, int | None, int | None]) -> bool:  # fmt: skip
-    """Whether a k step of the tile (on an m x n x k C, at most n columns) holds more
-    full-width FMAs than the target's `small_gemm_step_fmas`, or the tile has several
-    vectors and two columns or fewer. On Zen 4 such tiles of a small gemm's short K loop
+    """Whether a tile of several vectors holds more full-width FMAs in a k step (on an m x
+    n x k C, at most n columns) than the target's `small_gemm_step_fmas`, or two columns or
+    fewer. On Zen 4 such tiles of a small gemm's short K loop
     run 15-50 cycles a tile past their FMAs' time, the others 0-7 (K = 20, one tile a
     member, in L2: f64 16 x 8 31 cycles, 16 x 4 2, 32 x 2 25; f32 48 x 5 16, 48 x 4 none),
     though the same tiles over K = 128 run equally fast. Only for K up to CROWDED_MAX_K: at
     f32 35x9x35, 48 x 6 and 48 x 3 ran 1.03x faster than 48 x 9 in L2 but 0.97x from
     memory. The FMAs of a last vector that computes narrower in a K loop do not count: f32
-    20x9x20's 32 x 9 tile (9 zmm and 9 xmm FMAs a step) runs at its FMAs' time."""
+    20x9x20's 32 x 9 tile (9 zmm and 9 xmm FMAs a step) runs at its FMAs' time. Nor do
+    tiles of one vector: f64 7x22x9's 8 x 22 ran 1.07-1.12x faster than 8 x 11 twice, f32
+    9x20x16's 16 x 20 1.05-1.12x faster than 16 x 10 twice."""
     limit = target.small_gemm_step_fmas
     m, n, k = shape
     if limit <= 0 or k is None or k > CROWDED_MAX_K:
@@ -302,7 +304,7 @@ def crowded(tile: RegisterTile, target: Target, element: ScalarType,
     columns = min(tile.nr, n or tile.nr)
     narrow_last = k_loop(tile, shape) and narrow_last_vector(tile, target, element, m)
     full = tile.mv - int(narrow_last)
-    return (tile.mv > 1 and columns <= 2) or full * columns > limit
+    return tile.mv > 1 and (columns <= 2 or full * columns > limit)
 
 
 def narrow_last_vector(tile: RegisterTile, target: Target, element: ScalarType,

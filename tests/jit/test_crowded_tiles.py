@@ -34,7 +34,8 @@ def test_a_step_of_more_full_width_fmas_than_the_limit_is_crowded() -> None:
     assert not crowded(tile(2, 6, F64), ZEN4, F64, shape)
     assert not crowded(tile(2, 4, F64), ZEN4, F64, shape)
     assert crowded(tile(2, 2, F64), ZEN4, F64, shape)
-    assert not crowded(tile(1, 2, F64), ZEN4, F64, (8, 8, 8))  # one vector: no
+    assert not crowded(tile(1, 2, F64), ZEN4, F64, (8, 8, 8))  # one vector: never
+    assert not crowded(tile(1, 22, F64), ZEN4, F64, (7, 22, 9))
     # only the columns C has: a 16 x 30 tile on a C of 8 columns holds 8 FMAs a step
     assert not crowded(tile(1, 30, F32), ZEN4, F32, (16, 8, 16))
 
