@@ -177,11 +177,11 @@ def choose(
     reserved: int = 0,
     max_columns: int | None = None,
     whole_rows: bool = False,
-    fma_inputs: bool = True,
+    avoid_crowding: bool = True,
 ) -> RegisterTile:
     """The analytical choice (among the tiles at most `max_columns` wide, where given; A read
-    in `whole_rows`, where true: `target_overhead`; `fma_inputs`: see `ranked`)."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows, fma_inputs)
+    in `whole_rows`, where true: `target_overhead`; `avoid_crowding`: see `ranked`)."""
+    options = ranked(target, element, m, n, k, reserved, whole_rows, avoid_crowding)
     if max_columns is None:
         return options[0]
     return next((t for t in options if t.nr <= max_columns), options[0])
@@ -200,7 +200,7 @@ class TileModel(Protocol):
         reserved: int = 0,
         *,
         whole_rows: bool = False,
-        fma_inputs: bool = True,
+        avoid_crowding: bool = True,
     ) -> RegisterTile: ...  # fmt: skip
 
 
@@ -220,11 +220,11 @@ def choose_tall(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
-    fma_inputs: bool = True,
+    avoid_crowding: bool = True,
 ) -> RegisterTile:
     """The tallest of the tiles whose estimate ties with the best (then the analytical order):
     for B read in place from L2, where each broadcast should feed as many FMAs as it can."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows, fma_inputs)
+    options = ranked(target, element, m, n, k, reserved, whole_rows, avoid_crowding)
     from_l2 = a_vector_cycles(target, element, m, k)
     best = estimate(options[0], m, n, k, from_l2)
     tied = [t for t in options if estimate(t, m, n, k, from_l2) <= best * (1 + TIE)]
@@ -239,15 +239,13 @@ def ranked(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
-    fma_inputs: bool = True,
+    avoid_crowding: bool = True,
 ) -> list[RegisterTile]:
     """The tiles that fit (`candidates`), fewest estimated cycles first. Ties go first to a
-    tile as tall as a static M, then (for a small gemm whose A and B are C's type,
-    `fma_inputs`) to tiles whose column tiles, the remainder's too, are not crowded
-    (`crowded`), then to tiles that split N into equal column tiles, then to the larger
-    tile (fewer, longer kernels). The crowding was measured on FMA tiles: bf16 tiles of
-    `vdpbf16ps` steps ran 0.95-0.99x with it on most shapes (Zen 4, batches of 41x16x20,
-    44x7x18, 40x21x15), so they keep the order without it.
+    tile as tall as a static M, then (for a small gemm, where `avoid_crowding`:
+    `choices.avoids_crowding`) to tiles whose column tiles, the remainder's too, are not
+    crowded (`crowded`), then to tiles that split N into equal column tiles, then to the
+    larger tile (fewer, longer kernels).
 
     A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
     batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
@@ -276,7 +274,7 @@ def ranked(
         a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
         busy = (
             small
-            and fma_inputs
+            and avoid_crowding
             and any(crowded(w, target, element, (m, n, k)) for w in _column_tiles(t, n))
         )
         return estimate(t, m, n, k, a_cycles), not as_tall, busy, not even, -t.mv * t.nr
@@ -288,10 +286,10 @@ def crowded(tile: RegisterTile, target: Target, element: ScalarType,
             shape: tuple[int | None, int | None, int | None]) -> bool:  # fmt: skip
     """Whether a tile of several vectors holds more full-width FMAs in a k step (on an m x
     n x k C, at most n columns) than the target's `small_gemm_step_fmas`, or two columns or
-    fewer. On Zen 4 such tiles of a small gemm's short K loop
-    run 15-50 cycles a tile past their FMAs' time, the others 0-7 (K = 20, one tile a
-    member, in L2: f64 16 x 8 31 cycles, 16 x 4 2, 32 x 2 25; f32 48 x 5 16, 48 x 4 none),
-    though the same tiles over K = 128 run equally fast. Only for K up to CROWDED_MAX_K: at
+    fewer. On Zen 4 such tiles of a small gemm's short K loop run 15-40 cycles a tile past
+    their FMAs' time, the others 0-7 (K = 20, one tile a member, in L2: f64 16 x 8 31
+    cycles, 16 x 4 2, 32 x 2 25; f32 48 x 5 16, 48 x 4 none), though the same tiles over
+    K = 128 run equally fast. Only for K up to CROWDED_MAX_K: at
     f32 35x9x35, 48 x 6 and 48 x 3 ran 1.03x faster than 48 x 9 in L2 but 0.97x from
     memory. The FMAs of a last vector that computes narrower in a K loop do not count: f32
     20x9x20's 32 x 9 tile (9 zmm and 9 xmm FMAs a step) runs at its FMAs' time. Nor do

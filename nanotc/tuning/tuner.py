@@ -53,6 +53,7 @@ from nanotc.lowering.choices import (
     CompileOptions,
     GemmChoice,
     GemmSignature,
+    avoids_crowding,
     reads_whole_rows,
     signature,
 )
@@ -367,9 +368,9 @@ def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
     """The direct and batch-reduce paths' analytical tile: one holding A's bf16 pairs where
     lowering takes it, else the tile model's."""
     resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
-    fma_inputs = g.a.type.element is g.b.type.element is g.c.type.element
+    avoid = avoids_crowding(signature(g, path, modelled, reserved))
     return resident or choose(target, g.c.type.element, *modelled, reserved,
-                              fma_inputs=fma_inputs)  # fmt: skip
+                              avoid_crowding=avoid)  # fmt: skip
 
 
 def _blocking(
@@ -403,8 +404,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     static N, which run as the N-wide tile, and the analytical choice (so clipped)."""
     m, n, k = site.model_extents
     path, reserved = site.signature.path, site.signature.reserved
-    fma_inputs = len(set(site.signature.types)) == 1
-    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path), fma_inputs)
+    avoid = avoids_crowding(site.signature)
+    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path), avoid)
     assert site.analytical.tile is not None
     mv, nr = site.analytical.tile
     analytical = (mv, nr if n is None else min(nr, n))
