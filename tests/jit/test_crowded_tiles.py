@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nanotc
+from nanotc.codegen import asm
 from nanotc.ir.types import ScalarType
 from nanotc.lowering.choices import BATCH, DIRECT, GemmSignature, avoids_crowding
 from nanotc.lowering.register_tile import CROWDED_MAX_K, RegisterTile, choose, crowded
@@ -143,14 +144,33 @@ def batched(ty: str, m: int, n: int, k: int) -> str:
 }}"""
 
 
+UNCROWDED = [
+    ("f64", (16, 16, 16), {"16 x 6", "16 x 4"}), ("f64", (20, 9, 20), {"24 x 6", "24 x 3"}),
+    ("f64", (12, 12, 12), {"16 x 6"}), ("f64", (23, 7, 11), {"24 x 4", "24 x 3"}),
+    ("f32", (48, 12, 8), {"48 x 4"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ty", "shape", "tiles"), UNCROWDED, ids=str)
+def test_uncrowded_tiles_run_zmm_fmas_and_spill_nothing(
+    ty: str, shape: tuple[int, int, int], tiles: set[str]
+) -> None:
+    """Each K loop of the new tiles (compiled for Zen 4 on any host) multiplies full zmm
+    vectors of A and touches no stack slot."""
+    assembly = nanotc.compile(batched(ty, *shape), target=ZEN4, cache=False).assembly()
+    loops = asm.hot_loops(assembly, "k")
+    assert len(loops) >= len(tiles)
+    for loop in loops:
+        assert loop.stack_accesses() == [], f"{loop.label} spills"
+        assert any("%zmm" in i for i in loop.instructions if i.startswith("vfmadd"))
+
+
 @pytest.mark.skipif(not runs_here(ZEN4), reason="this host cannot run Zen 4 code")
 @pytest.mark.parametrize(
     ("ty", "shape", "tiles"),
-    [("f64", (16, 16, 16), {"16 x 6", "16 x 4"}), ("f64", (20, 9, 20), {"24 x 6", "24 x 3"}),
-     ("f64", (12, 12, 12), {"16 x 6"}), ("f64", (23, 7, 11), {"24 x 4", "24 x 3"}),
-     ("f32", (48, 12, 8), {"48 x 4"})],
+    UNCROWDED,
     ids=str,
-)  # fmt: skip
+)
 def test_batches_of_uncrowded_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], tiles: set[str], rng: np.random.Generator
 ) -> None:
