@@ -39,13 +39,20 @@ from nanotc.lowering.nanokernel import (
     row_stride_is_unit,
 )
 from nanotc.lowering.prefetch import left_to_hardware, on_group_views
-from nanotc.lowering.register_tile import RegisterTile, a_stays_in_l1, choose
+from nanotc.lowering.register_tile import (
+    RegisterTile,
+    TileModel,
+    a_stays_in_l1,
+    choose,
+    choose_narrow,
+)
 from nanotc.targets import Target
 
 NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
 DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
 DOT_DEPTH = 64  # the least K for them
 MIN_PEELED_LOOP = 3  # full column blocks from which the first leaves their loop
+MEMBER_NARROW_K = 16  # the least K of a member whose tiles `member_tile_model` narrows
 Index = int | Value  # a static position or size, or an index value
 
 
@@ -94,7 +101,8 @@ def tile_gemm(
         if resident is not None and tuned in (None, (resident.mv, resident.nr)):
             micro = direct_micro(g, resident=True)
             return tile_output(g.c, extents, target, micro, reserved, resident)
-        tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved)
+        model = member_tile_model(g, target, extents)
+        tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved, model)
         if packs_a_pairs(g, target, tile, extents):
             m, n, k = extents
             assert m is not None and n is not None and k is not None
@@ -107,6 +115,28 @@ def tile_gemm(
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
+
+
+def member_tile_model(g: Gemm, target: Target, extents: Extents) -> TileModel:
+    """The tile model of the direct path: `choose`, or, for a batch member picked by the
+    group id (its operands arrive from memory) whose C's rows are one whole vector, with K
+    from MEMBER_NARROW_K, the tiles of at most the target's `member_tile_columns`. From
+    memory such members ran faster in K-looped tiles of 8 columns than in one tile over more
+    (Zen 4, one thread, in one process): f32 16x9x16 to 16x15x16 1.14-1.65x (two threads,
+    16x12x16 1.29x), 16x12x20 1.25x, 16x10x24 1.11x, 16x14x32 1.34x, 16x32x16 1.19x, 16^3
+    1.01-1.04x, 16x24x16 0.99x; f64 8x12x16 1.04-1.06x, 8x16x16 1.04x, 8x14x24 1.11x. Not
+    at K = 8 (1.00-1.02x) or 12 (0.99-1.11x), nor with fewer rows than a vector (f32
+    12x12x16, 14x12x16, 10x16x24, 12x14x20: 0.98-1.01x), nor from L2 (0.99-1.01x:
+    loop-indexed members keep `choose`). bf16 members were not measured and keep it too."""
+    m, n, k = extents
+    element, columns = g.c.type.element, target.member_tile_columns
+    same = g.a.type.element is g.b.type.element is element
+    whole_vector = m == target.lanes(element)
+    deep = k is not None and k >= MEMBER_NARROW_K
+    wide = n is not None and n > columns > 0
+    if on_group_views(g) and same and whole_vector and deep and wide:
+        return choose_narrow(columns)
+    return choose
 
 
 def resident_pairs_tile(

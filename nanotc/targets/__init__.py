@@ -72,6 +72,9 @@ class Target:
     # the most full-width FMAs a k step of a small gemm's register tile holds before the tile
     # runs slower than its FMAs, where measured (else 0: no limit; `register_tile.crowded`)
     small_gemm_step_fmas: int = 0
+    # batch members picked by the group id whose C's rows are one whole vector take tiles of
+    # at most this many columns, where measured (else 0: any; `gemm_tiles.member_tile_model`)
+    member_tile_columns: int = 0
 
     @property
     def bf16_gemm_by_dot(self) -> bool:
@@ -207,6 +210,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "stream_vector_bits": 256,
         "broadcast_operand_vectors": 2,
         "small_gemm_step_fmas": 12,
+        "member_tile_columns": 8,
     },
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,

@@ -73,6 +73,7 @@ from nanotc.lowering.gemm_tiles import (
     Extents,
     direct_model_extents,
     gemm_extents,
+    member_tile_model,
     resident_pairs_tile,
     supported,
     tile_reserved,
@@ -369,8 +370,8 @@ def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
     lowering takes it, else the tile model's."""
     resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
     avoid = avoids_crowding(signature(g, path, modelled, reserved))
-    return resident or choose(target, g.c.type.element, *modelled, reserved,
-                              avoid_crowding=avoid)  # fmt: skip
+    model = member_tile_model(g, target, modelled) if path == DIRECT else choose
+    return resident or model(target, g.c.type.element, *modelled, reserved, avoid_crowding=avoid)
 
 
 def _blocking(
