@@ -101,7 +101,7 @@ def tile_gemm(
         if resident is not None and tuned in (None, (resident.mv, resident.nr)):
             micro = direct_micro(g, resident=True)
             return tile_output(g.c, extents, target, micro, reserved, resident)
-        model = member_tile_model(g, target, extents)
+        model = member_tile_model(g, target)
         tile = register_tile_for(options, sig, target, g.c.type.element, extents, reserved, model)
         if packs_a_pairs(g, target, tile, extents):
             m, n, k = extents
@@ -117,7 +117,7 @@ def tile_gemm(
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
 
 
-def member_tile_model(g: Gemm, target: Target, extents: Extents) -> TileModel:
+def member_tile_model(g: Gemm, target: Target) -> TileModel:
     """The tile model of the direct path: `choose`, or, for a batch member picked by the
     group id (its operands arrive from memory) whose C's rows are one whole vector, with K
     from MEMBER_NARROW_K, the tiles of at most the target's `member_tile_columns`. From
@@ -128,7 +128,7 @@ def member_tile_model(g: Gemm, target: Target, extents: Extents) -> TileModel:
     at K = 8 (1.00-1.02x) or 12 (0.99-1.11x), nor with fewer rows than a vector (f32
     12x12x16, 14x12x16, 10x16x24, 12x14x20: 0.98-1.01x), nor from L2 (0.99-1.01x:
     loop-indexed members keep `choose`). bf16 members were not measured and keep it too."""
-    m, n, k = extents
+    m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
     same = g.a.type.element is g.b.type.element is element
     whole_vector = m == target.lanes(element)

@@ -370,7 +370,7 @@ def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
     lowering takes it, else the tile model's."""
     resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
     avoid = avoids_crowding(signature(g, path, modelled, reserved))
-    model = member_tile_model(g, target, modelled) if path == DIRECT else choose
+    model = member_tile_model(g, target) if path == DIRECT else choose
     return resident or model(target, g.c.type.element, *modelled, reserved, avoid_crowding=avoid)
 
 
