@@ -193,18 +193,43 @@ def fill_garbage(array: np.ndarray) -> np.ndarray:
 def looped_bf16_members(m: int, n: int, k: int) -> str:
     """W4's batched form: for every member i of a loop (not the group id), C_i += A_i B_i,
     bf16 A and B into an f32 C."""
-    a_t, b_t, c_t = (f"memref<{t}x{r}x{s}x?>" for t, r, s in
-                     (("bf16", m, k), ("bf16", k, n), ("f32", m, n)))  # fmt: skip
-    am, bm, cm = (t.replace("x?>", ">") for t in (a_t, b_t, c_t))
+    return looped_members("f32", m, n, k, inputs="bf16")
+
+
+def looped_members(ty: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
+    """C_i += A_i B_i for every member i of a loop in one work-group (a batch in cache);
+    `inputs`: A's and B's type where it is not C's."""
+    a_t, b_t, c_t, am, bm, cm = _member_types(ty, m, n, k, inputs)
     return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
   %count = size %C[2] : {c_t}
   for %i = 0, %count {{
     %a = subview %A[:,:,%i] : {a_t}
     %b = subview %B[:,:,%i] : {b_t}
     %c = subview %C[:,:,%i] : {c_t}
-    gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
+    gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {am}, {bm}, {ty}, {cm}
   }}
 }}"""
+
+
+def group_members(ty: str, m: int, n: int, k: int, inputs: str | None = None,
+                  alpha: float = 1.0) -> str:  # fmt: skip
+    """C_g += alpha A_g B_g on the views of work-group g (W2's batches from memory)."""
+    a_t, b_t, c_t, am, bm, cm = _member_types(ty, m, n, k, inputs)
+    return f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  %g = group_id
+  %a = subview %A[:,:,%g] : {a_t}
+  %b = subview %B[:,:,%g] : {b_t}
+  %c = subview %C[:,:,%g] : {c_t}
+  gemm.n.n {alpha!r}, %a, %b, 1.0, %c : {ty}, {am}, {bm}, {ty}, {cm}
+}}"""
+
+
+def _member_types(ty: str, m: int, n: int, k: int, inputs: str | None) -> tuple[str, ...]:
+    """The batched memrefs of A, B and C, then those of one member."""
+    inputs = inputs or ty
+    batched = tuple(f"memref<{t}x{r}x{s}x?>" for t, r, s in
+                    ((inputs, m, k), (inputs, k, n), (ty, m, n)))  # fmt: skip
+    return batched + tuple(t.replace("x?>", ">") for t in batched)
 
 
 def literal(value: float | int, ty: str) -> str:

@@ -16,7 +16,7 @@ from nanotc.lowering.choices import BATCH, DIRECT, GemmSignature, avoids_crowdin
 from nanotc.lowering.register_tile import CROWDED_MAX_K, RegisterTile, choose, crowded
 from nanotc.targets import get
 
-from .helpers import ZEN4, runs_here
+from .helpers import ZEN4, group_members, runs_here
 
 F32, F64 = ScalarType.F32, ScalarType.F64
 UNLIMITED = replace(ZEN4, name="zen4-unlimited", small_gemm_step_fmas=0)
@@ -132,18 +132,6 @@ def test_batch_reduce_tiles_keep_the_model_order() -> None:
     assert tile_shapes(batch_reduce("f64", 16, 16, 16)) == {"16 x 8"}
 
 
-def batched(ty: str, m: int, n: int, k: int) -> str:
-    a, b, c = f"memref<{ty}x{m}x{k}>", f"memref<{ty}x{k}x{n}>", f"memref<{ty}x{m}x{n}>"
-    return f"""func @k(%A: memref<{ty}x{m}x{k}x?>, %B: memref<{ty}x{k}x{n}x?>,
-        %C: memref<{ty}x{m}x{n}x?>) {{
-  %g = group_id
-  %a = subview %A[:,:,%g] : memref<{ty}x{m}x{k}x?>
-  %b = subview %B[:,:,%g] : memref<{ty}x{k}x{n}x?>
-  %c = subview %C[:,:,%g] : memref<{ty}x{m}x{n}x?>
-  gemm.n.n 1.5, %a, %b, 1.0, %c : {ty}, {a}, {b}, {ty}, {c}
-}}"""
-
-
 UNCROWDED = [
     ("f64", (16, 16, 16), {"16 x 6", "16 x 4"}), ("f64", (20, 9, 20), {"24 x 6", "24 x 3"}),
     ("f64", (12, 12, 12), {"16 x 6"}), ("f64", (23, 7, 11), {"24 x 4", "24 x 3"}),
@@ -157,7 +145,9 @@ def test_uncrowded_tiles_run_zmm_fmas_and_spill_nothing(
 ) -> None:
     """Each K loop of the new tiles (compiled for Zen 4 on any host) multiplies full zmm
     vectors of A and touches no stack slot."""
-    assembly = nanotc.compile(batched(ty, *shape), target=ZEN4, cache=False).assembly()
+    assembly = nanotc.compile(
+        group_members(ty, *shape, alpha=1.5), target=ZEN4, cache=False
+    ).assembly()
     loops = asm.hot_loops(assembly, "k")
     assert len(loops) >= len(tiles)
     for loop in loops:
@@ -175,8 +165,8 @@ def test_batches_of_uncrowded_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], tiles: set[str], rng: np.random.Generator
 ) -> None:
     m, n, k = shape
-    assert tile_shapes(batched(ty, m, n, k)) == tiles
-    compiled = nanotc.compile(batched(ty, m, n, k), target=ZEN4, cache=False)
+    assert tile_shapes(group_members(ty, m, n, k, alpha=1.5)) == tiles
+    compiled = nanotc.compile(group_members(ty, m, n, k, alpha=1.5), target=ZEN4, cache=False)
     batch = 5
     dtype = np.float64 if ty == "f64" else np.float32
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))

@@ -13,39 +13,9 @@ from nanotc.lowering.gemm_tiles import MEMBER_NARROW_K
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import gemm_sites
 
-from .helpers import ZEN4, runs_here
+from .helpers import ZEN4, group_members, looped_members, runs_here
 
 COLUMNS = ZEN4.member_tile_columns
-
-
-def member(ty: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
-    """C_g += A_g B_g on the views of work-group g."""
-    inputs = inputs or ty
-    a, b, c = f"memref<{inputs}x{m}x{k}>", f"memref<{inputs}x{k}x{n}>", f"memref<{ty}x{m}x{n}>"
-    return f"""func @k(%A: memref<{inputs}x{m}x{k}x?>, %B: memref<{inputs}x{k}x{n}x?>,
-        %C: memref<{ty}x{m}x{n}x?>) {{
-  %g = group_id
-  %a = subview %A[:,:,%g] : memref<{inputs}x{m}x{k}x?>
-  %b = subview %B[:,:,%g] : memref<{inputs}x{k}x{n}x?>
-  %c = subview %C[:,:,%g] : memref<{ty}x{m}x{n}x?>
-  gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {a}, {b}, {ty}, {c}
-}}"""
-
-
-def looped(ty: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
-    """The same gemm on every member in a loop of one work-group (a batch in cache)."""
-    inputs = inputs or ty
-    a, b, c = f"memref<{inputs}x{m}x{k}>", f"memref<{inputs}x{k}x{n}>", f"memref<{ty}x{m}x{n}>"
-    return f"""func @k(%A: memref<{inputs}x{m}x{k}x?>, %B: memref<{inputs}x{k}x{n}x?>,
-        %C: memref<{ty}x{m}x{n}x?>) {{
-  %count = size %C[2] : memref<{ty}x{m}x{n}x?>
-  for %i = 0, %count {{
-    %a = subview %A[:,:,%i] : memref<{inputs}x{m}x{k}x?>
-    %b = subview %B[:,:,%i] : memref<{inputs}x{k}x{n}x?>
-    %c = subview %C[:,:,%i] : memref<{ty}x{m}x{n}x?>
-    gemm.n.n 1.0, %a, %b, 1.0, %c : {ty}, {a}, {b}, {ty}, {c}
-  }}
-}}"""
 
 
 def widths(text: str, target: Target = ZEN4) -> list[int]:
@@ -65,11 +35,11 @@ def test_members_of_one_vector_of_rows_take_tiles_of_at_most_8_columns(
     ty: str, shape: tuple[int, int, int]
 ) -> None:
     assert COLUMNS == 8 and MEMBER_NARROW_K == 16
-    assert max(widths(member(ty, *shape))) <= COLUMNS
-    assert max(widths(looped(ty, *shape))) > COLUMNS  # from cache: one tile
+    assert max(widths(group_members(ty, *shape))) <= COLUMNS
+    assert max(widths(looped_members(ty, *shape))) > COLUMNS  # from cache: one tile
     # not measured elsewhere: AVX-512 without Zen 4's rates keeps one tile
     assert get("avx512").member_tile_columns == 0
-    assert max(widths(member(ty, *shape), get("avx512"))) > COLUMNS
+    assert max(widths(group_members(ty, *shape), get("avx512"))) > COLUMNS
 
 
 @pytest.mark.parametrize(
@@ -83,11 +53,11 @@ def test_other_members_keep_the_tiles_of_a_batch_in_cache(
 ) -> None:
     """K below 16, fewer rows than a vector (0.98-1.01x there), several vectors, and bf16
     inputs (not measured) take the tiles the same gemm takes in a loop."""
-    assert widths(member(ty, *shape, inputs)) == widths(looped(ty, *shape, inputs))
+    assert widths(group_members(ty, *shape, inputs)) == widths(looped_members(ty, *shape, inputs))
 
 
 def test_the_tuner_times_the_member_tiles_as_the_analytical_choice() -> None:
-    (site,) = gemm_sites(nanotc.load(member("f32", 16, 12, 16)).function("k"), ZEN4)
+    (site,) = gemm_sites(nanotc.load(group_members("f32", 16, 12, 16)).function("k"), ZEN4)
     assert site.analytical.tile is not None
     assert site.analytical.tile[1] <= COLUMNS
 
@@ -100,7 +70,7 @@ def test_member_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], rng: np.random.Generator
 ) -> None:
     m, n, k = shape
-    kernel = nanotc.compile(member(ty, m, n, k), target=ZEN4, cache=False)["k"]
+    kernel = nanotc.compile(group_members(ty, m, n, k), target=ZEN4, cache=False)["k"]
     dtype = np.float64 if ty == "f64" else np.float32
     batch = 7
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))

@@ -15,7 +15,7 @@ from nanotc.codegen import asm
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions, GemmChoice
 from nanotc.tuning.tuner import gemm_sites, tile_candidates
 
-from .helpers import looped_bf16_members
+from .helpers import group_members, looped_bf16_members
 
 BF16 = ml_dtypes.bfloat16
 AVX512 = "avx512"  # vdpbf16ps nanokernels: the code of the Zen 4 host, compiled anywhere
@@ -35,15 +35,7 @@ def gemm(m: int, n: int, k: int, trans_b: str = "n", alpha: float = 1.0,
 
 def member(m: int, n: int, k: int) -> str:
     """The same gemm on a batch member picked by the group id."""
-    a, b, c = f"memref<bf16x{m}x{k}>", f"memref<bf16x{k}x{n}>", f"memref<f32x{m}x{n}>"
-    return f"""func @k(%A: memref<bf16x{m}x{k}x?>, %B: memref<bf16x{k}x{n}x?>,
-        %C: memref<f32x{m}x{n}x?>) {{
-  %g = group_id
-  %a = subview %A[:,:,%g] : memref<bf16x{m}x{k}x?>
-  %b = subview %B[:,:,%g] : memref<bf16x{k}x{n}x?>
-  %c = subview %C[:,:,%g] : memref<f32x{m}x{n}x?>
-  gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {a}, {b}, f32, {c}
-}}"""
+    return group_members("f32", m, n, k, inputs="bf16")
 
 
 def tiles(text: str, target: str = AVX512, options: CompileOptions = DEFAULT_OPTIONS
