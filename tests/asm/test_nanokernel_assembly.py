@@ -18,7 +18,7 @@ from nanotc.lowering.choices import BLOCKED, CompileOptions, GemmChoice
 from nanotc.lowering.gemm_blocked import in_place_columns
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import Site, gemm_sites
-from tests.jit.helpers import ZEN3, ZEN4
+from tests.jit.helpers import ZEN3, ZEN4, group_members, looped_members
 
 W2_SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35),
              (20, 9, 20), (64, 64, 256)]  # fmt: skip
@@ -29,35 +29,6 @@ TARGETS = {
     "avx2": ("vfmadd", "ymm"),
     "generic": ("mulp", "xmm"),
 }
-
-
-def batched_gemm(dt: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
-    """The W2 kernel: one small gemm per work-group on slices of batched operands (A and B
-    of type `inputs` where given, e.g. bf16 into an f32 C)."""
-    x = inputs or dt
-    a, b, c = f"memref<{x}x{m}x{k}x?>", f"memref<{x}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
-    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
-  %g = group_id
-  %a = subview %A[:,:,%g] : {a}
-  %b = subview %B[:,:,%g] : {b}
-  %c = subview %C[:,:,%g] : {c}
-  gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{x}x{m}x{k}>, memref<{x}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
-}}"""
-
-
-def looped_batch_gemm(dt: str, m: int, n: int, k: int, inputs: str | None = None) -> str:
-    """W2's cache-resident form: one work-group loops over the batch's members."""
-    x = inputs or dt
-    a, b, c = f"memref<{x}x{m}x{k}x?>", f"memref<{x}x{k}x{n}x?>", f"memref<{dt}x{m}x{n}x?>"
-    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
-  %count = size %A[2] : {a}
-  for %i = 0, %count {{
-    %a = subview %A[:,:,%i] : {a}
-    %b = subview %B[:,:,%i] : {b}
-    %c = subview %C[:,:,%i] : {c}
-    gemm.n.n 1.0, %a, %b, 1.0, %c : {dt}, memref<{x}x{m}x{k}>, memref<{x}x{k}x{n}>, {dt}, memref<{dt}x{m}x{n}>
-  }}
-}}"""
 
 
 def blocked_site(text: str, target: Target) -> Site:
@@ -112,7 +83,7 @@ def check_hot_loops(
 @pytest.mark.parametrize("shape", W2_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_batched_small_gemm(target: str, dt: str, shape: tuple[int, int, int]) -> None:
     check_hot_loops(
-        batched_gemm(dt, *shape), target, registers=gemm_registers(target, dt, shape[0])
+        group_members(dt, *shape), target, registers=gemm_registers(target, dt, shape[0])
     )
 
 
@@ -121,7 +92,7 @@ def test_batched_small_gemm(target: str, dt: str, shape: tuple[int, int, int]) -
 def test_batched_f16_gemm_spills_nothing(target: str, shape: tuple[int, int, int]) -> None:
     """f16 members (B copied into f32 scratch, A converted as loaded, no register reserved
     for it): FMAs on full registers, nothing on the stack in the hot loops."""
-    check_hot_loops(batched_gemm("f32", *shape, inputs="f16"), target,
+    check_hot_loops(group_members("f32", *shape, inputs="f16"), target,
                     registers=gemm_registers(target, "f32", shape[0]))  # fmt: skip
 
 
@@ -131,7 +102,7 @@ def test_short_tiles_use_narrower_whole_vectors(dt: str, m: int, register: str) 
     """A gemm of at most half a vector's rows computes in the narrowest vectors that hold
     them: f32 8 x 8 x 8 on AVX-512 in ymm, with no lane masks, its accumulators started from
     C (no adds after the K loop)."""
-    text = batched_gemm(dt, m, 8, 8)
+    text = group_members(dt, m, 8, 8)
     (loop,) = check_hot_loops(text, "avx512", registers={register})
     assert "zmm" not in " ".join(loop.instructions)
     if m in (8, 4):  # whole vectors
@@ -146,7 +117,7 @@ def test_last_vector_narrower_and_whole(dt: str, m: int, tail: str, rows: str) -
     """56 f32 rows are three zmm and a ymm, 20 a zmm and an xmm: in a K loop, the tile's last
     vector loads and stores the narrower vector whole, so no lane is masked and the
     accumulators start from C; the FMAs stay full width."""
-    text = batched_gemm(dt, m, 9, 20)
+    text = group_members(dt, m, 9, 20)
     assert f"{rows} rows" in nanotc.compile(text, target="avx512").nanokernels()
     for loop in check_hot_loops(text, "avx512"):
         body = " ".join(loop.instructions)
@@ -169,7 +140,7 @@ def test_last_vector_computes_narrow_on_split_fma_units(
     three rows masked) multiplies in its own width: half or a quarter of a zmm FMA's time.
     B's element is broadcast once, to a zmm whose low part the narrow FMA reads (no
     broadcast from a register, a shuffle on an FMA port), and nothing spills."""
-    text = bf16_gemm(m, 9, 20) if dt == "bf16" else batched_gemm(dt, m, 9, 20)
+    text = bf16_gemm(m, 9, 20) if dt == "bf16" else group_members(dt, m, 9, 20)
     op = "vdpbf16ps" if dt == "bf16" else "vfmadd"
     compilation = nanotc.compile(text, target=SPLIT_FMA)
     plans = compilation.nanokernels()
@@ -195,7 +166,7 @@ def test_tiles_address_operands_without_an_index(
     and its stores of C take base + displacement addresses, not the batch member's index
     shared by A, B and C (an indexed FMA issues as two micro-ops on Intel cores). Members
     taken one per work-group, or in a loop of one work-group."""
-    text = batched_gemm(dt, *shape)
+    text = group_members(dt, *shape)
     if looped:
         m, _, k = shape
         members = f"%n = size %A[2] : memref<{dt}x{m}x{k}x?>\n  for %g = 0, %n {{"
@@ -208,7 +179,7 @@ def test_tiles_address_operands_without_an_index(
 
 
 def test_avx512_uses_no_narrower_vectors_and_avx2_no_wider() -> None:
-    text = batched_gemm("f32", 64, 64, 256)
+    text = group_members("f32", 64, 64, 256)
     assert "zmm" in assembly(text, "avx512")
     assert "zmm" not in assembly(text, "avx2")
     assert "vfmadd" not in assembly(text, "generic")  # the baseline x86-64 has no FMA
@@ -216,7 +187,7 @@ def test_avx512_uses_no_narrower_vectors_and_avx2_no_wider() -> None:
 
 def test_large_tile_keeps_all_accumulators_in_registers() -> None:
     """The in-cache shape gets a tile of many accumulators (mv*nr near the register file)."""
-    (loop, *_) = sorted(check_hot_loops(batched_gemm("f32", 64, 64, 256), "avx512"),
+    (loop, *_) = sorted(check_hot_loops(group_members("f32", 64, 64, 256), "avx512"),
                         key=lambda lp: -lp.count("vfmadd"))  # fmt: skip
     assert loop.count("vfmadd") >= 24
     assert len(loop.registers("zmm")) >= 26
@@ -445,7 +416,7 @@ def test_avx2_tiles_holding_b_columns_keep_the_registers_of_libxsmms() -> None:
     """W2's f32 56x9x9 on AVX2 takes 4 x 3 tiles that hold B's three broadcasts and load A
     a vector at a time (`register_tile.holds_b_columns`): per k step, 3 broadcasts, 4 loads
     of A and 12 FMAs on ymm registers, nothing spilled, as in libxsmm's AVX2 kernel."""
-    text = batched_gemm("f32", 56, 9, 9)
+    text = group_members("f32", 56, 9, 9)
     assert "tile 32 x 3" in nanotc.compile(text, target="avx2").tiled()
     loops = [loop for loop in check_hot_loops(text, "avx2") if loop.count("vfmadd") == 12]
     assert loops
@@ -459,7 +430,7 @@ def test_static_k_loops_take_the_targets_steps_per_iteration(target: Target, ste
     """A K loop over static addresses runs `Target.k_unroll` k steps an iteration (two on
     Zen 3, measured; one elsewhere), spilling nothing: f32 32^3's 4 x 3 tiles, 12 FMAs a
     step."""
-    text = batched_gemm("f32", 32, 32, 32)
+    text = group_members("f32", 32, 32, 32)
     loops = asm.hot_loops(assembly(text, target), "k")
     assert max(loop.count("vfmadd") for loop in loops) == 12 * steps  # 4 x 3 (4 x 2 beside)
     assert all(loop.stack_accesses() == [] for loop in loops)
@@ -497,7 +468,7 @@ def test_k_loops_prefetch_a_and_unrolled_kernels_do_not() -> None:
     assert k_loops and all(loop.count("prefetcht0") == rows * 4 // 64 for loop in k_loops)
     # group views by another index than the group id: no next-group prefetches either
     small_text = (
-        batched_gemm("f32", 16, 16, 16)
+        group_members("f32", 16, 16, 16)
         .replace("%g]", "%i]")
         .replace("%g = group_id", "%g = group_id\n  %i = arith.rem %g, 2 : index")
     )
@@ -519,7 +490,7 @@ def test_long_k_loops_prefetch_a_further_ahead(target: str) -> None:
     code = "\n".join(i for loop in asm.hot_loops(assembly(text, target), "k")
                      for i in loop.instructions)  # fmt: skip
     assert f"prefetcht0\t{16 * 3136 * 4}(" in code and f"\t{4 * 3136 * 4}(" not in code
-    member = nanotc.compile(batched_gemm("f64", 64, 64, 64), target=target).nanokernels()
+    member = nanotc.compile(group_members("f64", 64, 64, 64), target=target).nanokernels()
     assert "k+4]" in member and "k+16]" not in member
 
 
@@ -542,7 +513,7 @@ def test_k_loops_over_an_a_that_stays_in_l1_prefetch_none_of_it(
     """A batch member whose A stays in L1, with K from 32, finds A there in every column of
     tiles but the first, so its K loops ask for none of A's lines (`resident_a`); the
     next member's lines are still streamed."""
-    text = batched_gemm(dt, *shape)
+    text = group_members(dt, *shape)
     plans = nanotc.compile(text, target=target).nanokernels()
     assert ("prefetch A[" in plans) is prefetched
     assert "next a" in plans
@@ -580,7 +551,7 @@ def test_only_the_first_column_block_prefetches_an_a_in_l1(
     block of tiles only; the tiles of the later blocks find A in L1 (`tile.gemm.fetched`)
     and their K loops prefetch none of it. The first block leaves the loop over the
     blocks where three or more remain in it; else only the remainder's tiles gain."""
-    text = batched_gemm(dt, *shape)
+    text = group_members(dt, *shape)
     lines = nanotc.compile(text, target=target).tiled().splitlines()
     tiles = [line for line in lines if "tile.gemm" in line]
     assert [".fetched" in line for line in tiles] == fetched
@@ -630,7 +601,7 @@ def test_blocked_path_reads_packed_panels_without_masks() -> None:
 def test_small_tile_loads_all_of_c_before_storing() -> None:
     """A 21 x 9 C is two vectors per column, the second masked: every load of C comes
     before the first masked store, which would block forwarding to overlapping later loads."""
-    lines = asm.function_lines(assembly(batched_gemm("f32", 21, 9, 20), "avx512"), "k")
+    lines = asm.function_lines(assembly(group_members("f32", 21, 9, 20), "avx512"), "k")
     masked_loads = [n for n, line in enumerate(lines) if "{%k" in line and "{z}" in line]
     masked_stores = [n for n, line in enumerate(lines)
                      if line.strip().startswith("vmovups") and "{%k" in line and "{z}" not in line]  # fmt: skip
@@ -642,7 +613,7 @@ def test_one_vector_tile_keeps_a_resident_and_streams_c_by_column_groups() -> No
     """f32 16^3 on AVX-512 (`GemmNanokernel.column_group`): A's 16 vectors loaded once for
     both groups of eight columns, the first group's columns of C stored before the second
     group's FMAs, and nothing spilled."""
-    (loop,) = check_hot_loops(batched_gemm("f32", 16, 16, 16), "avx512")
+    (loop,) = check_hot_loops(group_members("f32", 16, 16, 16), "avx512")
     lines = loop.instructions
     fmas = [n for n, line in enumerate(lines) if line.startswith("vfmadd")]
     stores = [n for n, line in enumerate(lines) if re.match(r"vmovups\t%zmm\d+, ", line)]
@@ -662,7 +633,7 @@ def test_tiles_keeping_a_resident_do_not_spill(dt: str, shape: tuple[int, int, i
                                                alpha: str) -> None:  # fmt: skip
     """Whole and masked rows, a run-time alpha's broadcast, and the AVX-512 target's
     prefetch of the next member's lines spread over the groups: nothing on the stack."""
-    text = batched_gemm(dt, *shape).replace("gemm.n.n 1.0,", f"gemm.n.n {alpha},")
+    text = group_members(dt, *shape).replace("gemm.n.n 1.0,", f"gemm.n.n {alpha},")
     text = text.replace(") {", f", %alpha: {dt}) {{", 1) if alpha != "1.0" else text
     assert "(A resident)" in nanotc.compile(text, target="avx512").nanokernels()
     check_hot_loops(text, "avx512", registers=gemm_registers("avx512", dt, shape[0]))
@@ -671,7 +642,7 @@ def test_tiles_keeping_a_resident_do_not_spill(dt: str, shape: tuple[int, int, i
 def test_whole_vector_tiles_accumulate_onto_c() -> None:
     """C := C + A B on whole vectors starts the accumulators from C: no adds of C after the
     K loop."""
-    text = batched_gemm("f32", 64, 64, 64)
+    text = group_members("f32", 64, 64, 64)
     assert "acc[0..3][0..5] := C[tile]" in nanotc.compile(text, target="avx512").nanokernels()
     assert "vaddps" not in assembly(text, "avx512")
 
@@ -719,7 +690,7 @@ def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
     take B's broadcast as every multiply-add's memory operand ({1toN}, `b_per_vector`): no
     broadcast instruction in the hot loop, each product reads B, nothing spilled; the
     listing shows it."""
-    text = looped_batch_gemm(dt, *shape, inputs=inputs)
+    text = looped_members(dt, *shape, inputs=inputs)
     op = "vdpbf16ps" if inputs else "vfmadd"
     assert "{1toN}" in nanotc.compile(text, target=ZEN4).nanokernels()
     loops = asm.hot_loops(assembly(text, ZEN4), "k", op)
@@ -732,13 +703,13 @@ def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
 
 
 @pytest.mark.parametrize(("target", "text"), [
-    (ZEN4, looped_batch_gemm("f32", 35, 9, 35, inputs="bf16")),  # three vectors
-    (ZEN4, looped_batch_gemm("f32", 64, 6, 64)),  # four
+    (ZEN4, looped_members("f32", 35, 9, 35, inputs="bf16")),  # three vectors
+    (ZEN4, looped_members("f32", 64, 6, 64)),  # four
     (ZEN4, bf16_gemm(20, 9, 20).replace("memref<bf16x20x9>", "memref<bf16x20x9,strided<1,?>>")),
-    (ZEN4, looped_batch_gemm("f32", 32, 32, 32)),  # two whole f32 vectors
-    (ZEN4, batched_gemm("f32", 32, 32, 32, inputs="bf16")),  # a member picked by the group id
-    ("avx512", looped_batch_gemm("f32", 20, 9, 20)),  # two, on a CPU where it is not measured
-    ("avx2", looped_batch_gemm("f32", 16, 6, 16)),  # two, but AVX2 FMAs read no broadcasts
+    (ZEN4, looped_members("f32", 32, 32, 32)),  # two whole f32 vectors
+    (ZEN4, group_members("f32", 32, 32, 32, inputs="bf16")),  # a member picked by the group id
+    ("avx512", looped_members("f32", 20, 9, 20)),  # two, on a CPU where it is not measured
+    ("avx2", looped_members("f32", 16, 6, 16)),  # two, but AVX2 FMAs read no broadcasts
 ], ids=["bf16-35x9x35", "f32-64x6x64", "run-time-column-stride", "f32-32x32x32",
         "group-member", "avx512", "avx2"])  # fmt: skip
 def test_other_tiles_share_one_broadcast_per_column(target: str | Target, text: str) -> None:
@@ -757,7 +728,7 @@ def test_short_k_dot_tiles_start_from_zero() -> None:
     adds C after the K loop (its chains would otherwise wait for C's loads); a tile of 8
     keeps starting from C, and so does every f32 tile (`short_dot_chains`). (A batch
     member picked by the group id: elsewhere 56x9x9 holds A's pairs, `resident_pairs_tile`.)"""
-    member = batched_gemm("f32", 56, 9, 9, "bf16")
+    member = group_members("f32", 56, 9, 9, "bf16")
     plans = nanotc.compile(member, target="avx512").nanokernels()
     assert "acc[0..3][0..5] := 0" in plans and "acc[0..3][0..2] := 0" in plans
     assert "C[tile] := acc + C" in plans and ":= C[tile]" not in plans
@@ -810,7 +781,7 @@ def test_long_bf16_k_loops_unpack_a_within_lanes(shape: tuple[int, int, int],
     16 rows by one cross-lane vpermt2w (35x9x35 1.08-1.1x; 56x9x9's tiles of six columns,
     five K pairs, 0.94x unpacked). `unpacking`: tile columns -> unpacked. (Batch members
     picked by the group id: elsewhere 56x9x9 holds A's pairs, `resident_pairs_tile`.)"""
-    compilation = nanotc.compile(batched_gemm("f32", *shape, "bf16"), target="avx512")
+    compilation = nanotc.compile(group_members("f32", *shape, "bf16"), target="avx512")
     plans = compilation.nanokernels().split("nanokernel ")[1:]
     columns = [int(re.search(r"x (\d+) columns", plan).group(1)) for plan in plans]
     assert {n: "vunpck(l,h)wd" in plan for n, plan in zip(columns, plans)} == unpacking
@@ -951,7 +922,7 @@ def test_blocked_tiles_prefetch_c_before_their_k_loop() -> None:
     assert code.count("prefetchw") >= 6 * 5
     loops = asm.hot_loops(code, "k", "vfmadd")
     assert loops and not any(loop.count("prefetchw") for loop in loops)
-    in_cache = nanotc.compile(batched_gemm("f32", 64, 64, 256), target="avx512")
+    in_cache = nanotc.compile(group_members("f32", 64, 64, 256), target="avx512")
     assert "prefetchw every line" not in in_cache.nanokernels()
 
 
@@ -988,7 +959,7 @@ def test_batch_members_within_l1_do_not_prefetch_c(dt: str, shape: tuple[int, in
     whose A, B and C span L1 at most together (`nanokernel.fetches_c_ahead`): a batch
     member's C comes with its A and B. A member past L1 (bf16 64x64x192: 64 KiB against the
     avx512 target's 48) still does."""
-    text = batched_gemm("f32", *shape, inputs=dt if dt != "f32" else None)
+    text = group_members("f32", *shape, inputs=dt if dt != "f32" else None)
     listing = nanotc.compile(text, target="avx512").nanokernels()
     assert ("prefetchw every line of C[tile]" in listing) is prefetched
     assert "C[tile] := acc + C" in listing  # the tile reads and writes C after its K loop
@@ -1099,7 +1070,7 @@ def test_one_vector_tiles_take_one_k_step_an_iteration() -> None:
     """Zen 3 unrolls static K loops by two, but not those of one-vector tiles, where LLVM
     would write each sum into its broadcast's register (vfmadd213ps) and spill."""
     for inputs in ("f32", "bf16"):
-        text = batched_gemm("f32", 56, 9, 9, inputs)
+        text = group_members("f32", 56, 9, 9, inputs)
         reserved = 2 if inputs == "bf16" else 0
         key = f"direct {inputs},{inputs},f32 n.n 56x9x9 r{reserved}"
         options = CompileOptions.of({key: GemmChoice(tile=(1, 9))})
@@ -1355,26 +1326,15 @@ def test_pack_column_copies_are_not_unrolled(target: str, dt: str) -> None:
     assert [block for block in blocks if re.search(r"(epil|prol|unr)", block)] == []
 
 
-def bf16_batched_gemm(m: int, n: int, k: int) -> str:
-    """W4's batched form: C_i += A_i B_i with bf16 A_i, B_i and f32 C_i per work-group."""
-    a, b, c = f"memref<bf16x{m}x{k}x?>", f"memref<bf16x{k}x{n}x?>", f"memref<f32x{m}x{n}x?>"
-    am, bm, cm = (t.replace("x?>", ">") for t in (a, b, c))
-    return f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
-  %g = group_id
-  %a = subview %A[:,:,%g] : {a}
-  %b = subview %B[:,:,%g] : {b}
-  %c = subview %C[:,:,%g] : {c}
-  gemm.n.n 1.0, %a, %b, 1.0, %c : f32, {am}, {bm}, f32, {cm}
-}}"""
-
-
 @pytest.mark.parametrize("shape", [(8, 8, 8), (16, 16, 16), (16, 9, 17)], ids=str)
 def test_one_vector_bf16_tiles_shuffle_half_of_b_pairs(shape: tuple[int, int, int]) -> None:
     """A one-vector dot tile broadcasts B's pairs for its odd columns from memory and picks
     those of its even columns from a 128-bit load by in-lane shuffles: per step of four K
     pairs, four shuffles and four broadcast operands per pair of columns, nothing spilled."""
     m, n, k = shape
-    loops = asm.hot_loops(assembly(bf16_batched_gemm(m, n, k), "avx512"), "k", "vdpbf16ps")
+    loops = asm.hot_loops(
+        assembly(group_members("f32", m, n, k, "bf16"), "avx512"), "k", "vdpbf16ps"
+    )
     loop = max(loops, key=lambda lp: lp.count("vdpbf16ps"))
     shuffles = [i for i in loop.instructions if i.startswith(("vpshufd", "vshufps"))]
     broadcasts = [i for i in loop.instructions if i.startswith("vdpbf16ps") and "{1to" in i]
@@ -1389,7 +1349,9 @@ def test_in_order_interleave_reads_a_by_plain_loads(shape: tuple[int, int, int])
     loads into the low halves of registers: no broadcast load (vbroadcasti64x4 and the
     like), which on Zen 5 takes a shuffle slot beside the dot products."""
     m, n, k = shape
-    loops = asm.hot_loops(assembly(bf16_batched_gemm(m, n, k), "avx512"), "k", "vdpbf16ps")
+    loops = asm.hot_loops(
+        assembly(group_members("f32", m, n, k, "bf16"), "avx512"), "k", "vdpbf16ps"
+    )
     loop = max(loops, key=lambda lp: lp.count("vdpbf16ps"))
     permutes = loop.count("vpermt2w")
     column_loads = [
@@ -1414,8 +1376,8 @@ def _aligned_labels(text: str) -> set[str]:
     ("text", "target", "op"),
     [
         (DYNAMIC_ROWS["gemm"].format(t="f64"), "avx2", "vfmadd"),
-        (batched_gemm("f32", 32, 32, 32), "avx2", "vfmadd"),
-        (batched_gemm("f32", 64, 64, 256), "avx512", "vfmadd"),
+        (group_members("f32", 32, 32, 32), "avx2", "vfmadd"),
+        (group_members("f32", 64, 64, 256), "avx512", "vfmadd"),
         (
             """func @k(%A: memref<bf16x64x256>, %B: memref<bf16x256x64>, %C: memref<f32x64x64>) {
   gemm.n.n 1.0, %A, %B, 1.0, %C : f32, memref<bf16x64x256>, memref<bf16x256x64>, f32, memref<f32x64x64>
