@@ -32,12 +32,11 @@ from nanotc.lowering.prefetch import left_to_hardware, on_group_views
 from nanotc.lowering.register_tile import (
     FMA_LATENCY,
     FMA_PORTS,
-    FULL_UNROLL_K,
-    SINGLE_TILE_UNROLL_K,
     RegisterTile,
     a_stays_in_l1,
     holds_b_columns,
     target_overhead,
+    unrolls_k,
 )
 from nanotc.targets import Target
 
@@ -369,11 +368,7 @@ def k_unroll(
     spills: f32 and bf16 56x9x9 in 1 x 9 tiles on a Zen 3 spilled 6 and 8 vectors an
     iteration at two steps and ran 1.15x faster at one."""
     batched = isinstance(inst, TileBatchGemm)
-    if (
-        k is not None
-        and not batched
-        and k <= (SINGLE_TILE_UNROLL_K if covers_c(inst) else FULL_UNROLL_K)
-    ):
+    if not batched and unrolls_k(k, covers_c(inst)):
         return None
     if one_vector_fmas:
         return 1

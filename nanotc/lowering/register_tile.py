@@ -315,13 +315,16 @@ def narrow_last_vector(tile: RegisterTile, target: Target, element: ScalarType,
 
 
 def k_loop(tile: RegisterTile, shape: tuple[int | None, int | None, int | None]) -> bool:
-    """Whether the tile runs a K loop rather than K unrolled completely: beyond
-    FULL_UNROLL_K, and beyond SINGLE_TILE_UNROLL_K for a tile that is all of C."""
+    """Whether the tile runs a K loop rather than K unrolled completely."""
     m, n, k = shape
-    if k is None:
-        return True
     whole = m is not None and n is not None and m <= tile.mr and n <= tile.nr
-    return k > (SINGLE_TILE_UNROLL_K if whole else FULL_UNROLL_K)
+    return not unrolls_k(k, whole)
+
+
+def unrolls_k(k: int | None, all_of_c: bool) -> bool:
+    """Whether a tile's static K is unrolled completely: up to FULL_UNROLL_K, and up to
+    SINGLE_TILE_UNROLL_K for a tile that is all of C (`nanokernel.k_unroll`)."""
+    return k is not None and k <= (SINGLE_TILE_UNROLL_K if all_of_c else FULL_UNROLL_K)
 
 
 def _column_tiles(tile: RegisterTile, n: int | None) -> list[RegisterTile]:
