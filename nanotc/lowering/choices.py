@@ -176,16 +176,17 @@ def register_tile_for(
         tile = RegisterTile(mv, nr, target.lanes(element))
         if fits(tile, target, reserved, m, whole):
             return tile
-    avoid = avoids_crowding(sig)
-    return model(target, element, m, n, k, reserved, whole_rows=whole, avoid_crowding=avoid)
+    rules = takes_small_gemm_rules(sig)
+    return model(target, element, m, n, k, reserved, whole_rows=whole, small_gemm_rules=rules)
 
 
-def avoids_crowding(sig: GemmSignature) -> bool:
-    """Whether the tile model keeps crowded tiles out of its ties (`register_tile.crowded`):
-    FMA tiles, whose A, B and C are of one type (bf16 tiles of `vdpbf16ps` steps ran
-    0.95-0.99x with the rule on Zen 4: batches of 41x16x20, 44x7x18, 40x21x15), that store
-    C after each gemm's K loop. Not batch-reduce tiles, which keep C in registers over the
-    whole batch (f64 16^3 and 20x9x20 at the peak either way: 0.99x)."""
+def takes_small_gemm_rules(sig: GemmSignature) -> bool:
+    """Whether the tile model's rules for a small gemm's short K apply (`register_tile`'s
+    `crowded` ties and `without_narrow_vector`): FMA tiles, whose A, B and C are of one type
+    (bf16 tiles of `vdpbf16ps` steps ran 0.95-0.99x with the crowding rule on Zen 4: batches
+    of 41x16x20, 44x7x18, 40x21x15), that store C after each gemm's K loop. Not batch-reduce
+    tiles, which keep C in registers over the whole batch (f64 16^3 and 20x9x20 at the peak
+    either way: 0.99x)."""
     return sig.path != BATCH and len(set(sig.types)) == 1
 
 

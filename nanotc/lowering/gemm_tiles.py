@@ -160,7 +160,7 @@ def resident_pairs_tile(
         return None
     if not dot_pairs(g, target) or (on_group_views(g) and not members):
         return None
-    if n <= choose(target, g.c.type.element, m, n, k, reserved, avoid_crowding=False).nr:
+    if n <= choose(target, g.c.type.element, m, n, k, reserved, small_gemm_rules=False).nr:
         return None
     if not row_stride_is_unit(g.a.type, g.trans_a):
         return None

@@ -40,6 +40,8 @@ TALL_STREAM_SPEEDUP = 2.0
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely (`nanokernel.k_unroll`)
 SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 CROWDED_MAX_K = 24  # the K of a small gemm up to which crowded tiles are avoided (`crowded`)
+NARROW_SPLIT_MAX_K = 16  # ... and up to which a narrow last vector gets a tile of its own
+NARROW_SPLIT_MIN_VECTORS = 3  # full vectors a tile keeps after giving up its narrow one
 SMALL_GEMM_L1_SHARE = 4  # a small gemm's A, B and C together fit L1 / this: a batch member
 
 
@@ -177,14 +179,40 @@ def choose(
     reserved: int = 0,
     max_columns: int | None = None,
     whole_rows: bool = False,
-    avoid_crowding: bool = True,
+    small_gemm_rules: bool = True,
 ) -> RegisterTile:
     """The analytical choice (among the tiles at most `max_columns` wide, where given; A read
-    in `whole_rows`, where true: `target_overhead`; `avoid_crowding`: see `ranked`)."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows, avoid_crowding)
-    if max_columns is None:
-        return options[0]
-    return next((t for t in options if t.nr <= max_columns), options[0])
+    in `whole_rows`, where true: `target_overhead`; `small_gemm_rules`: see `ranked` and
+    `without_narrow_vector`)."""
+    options = ranked(target, element, m, n, k, reserved, whole_rows, small_gemm_rules)
+    tile = options[0]
+    if max_columns is not None:
+        tile = next((t for t in options if t.nr <= max_columns), tile)
+    if small_gemm_rules and small_gemm(target, element, m, n, k):
+        return without_narrow_vector(tile, target, element, m, k)
+    return tile
+
+
+def without_narrow_vector(tile: RegisterTile, target: Target, element: ScalarType,
+                          m: int | None, k: int | None) -> RegisterTile:  # fmt: skip
+    """The tile one vector shorter where a small gemm's K is at most NARROW_SPLIT_MAX_K, the
+    tile is as tall as C, its last vector is narrow (`narrow_last_vector`) and it keeps at
+    least NARROW_SPLIT_MIN_VECTORS: the narrow rows then take a tile of their own. On Zen 4
+    (one thread, in one process, in L2 / from memory) f32 56x9x9 ran 1.16-1.19x / 1.08-1.11x
+    faster in 48 x 6 and 16 x 6 tiles than in 64 x 6, 72x9x9 1.16x / 1.45x, 52x9x9 1.15x /
+    1.08x, 68x9x6 1.16x / 1.01x, 56x9x16 1.05x / 0.99x; f64 44x7x8 1.14x / 1.13x, 34x12x11
+    1.12x / 1.02x, 28x5x6 1.16x / 1.5x. Not at a longer K (f32 and f64 20x9x20 0.95x and
+    0.97x in L2, f32 40x9x20 0.97x), nor where two full vectors or fewer would be left (f32
+    36x9x9 and 40x9x9 1.08-1.10x in L2 but 0.96-0.99x from memory, f64 20x12x5 1.20x and
+    0.98x; f32 18x16x14 0.88x in L2), nor for a last vector that computes at full width
+    (f32 60x9x9 0.95x, 42x7x12 0.86x in L2). The estimate cannot see it: its FMA term counts
+    the narrow vector as a full one, and the one-vector tile's chains at the FMA latency."""
+    short = k is not None and k <= NARROW_SPLIT_MAX_K
+    tall = m is not None and tile.mr >= m
+    kept = tile.mv - 1 >= NARROW_SPLIT_MIN_VECTORS
+    if short and tall and kept and narrow_last_vector(tile, target, element, m):
+        return RegisterTile(tile.mv - 1, tile.nr, tile.lanes)
+    return tile
 
 
 class TileModel(Protocol):
@@ -200,7 +228,7 @@ class TileModel(Protocol):
         reserved: int = 0,
         *,
         whole_rows: bool = False,
-        avoid_crowding: bool = True,
+        small_gemm_rules: bool = True,
     ) -> RegisterTile: ...  # fmt: skip
 
 
@@ -220,11 +248,11 @@ def choose_tall(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
-    avoid_crowding: bool = True,
+    small_gemm_rules: bool = True,
 ) -> RegisterTile:
     """The tallest of the tiles whose estimate ties with the best (then the analytical order):
     for B read in place from L2, where each broadcast should feed as many FMAs as it can."""
-    options = ranked(target, element, m, n, k, reserved, whole_rows, avoid_crowding)
+    options = ranked(target, element, m, n, k, reserved, whole_rows, small_gemm_rules)
     from_l2 = a_vector_cycles(target, element, m, k)
     best = estimate(options[0], m, n, k, from_l2)
     tied = [t for t in options if estimate(t, m, n, k, from_l2) <= best * (1 + TIE)]
@@ -239,11 +267,11 @@ def ranked(
     k: int | None,
     reserved: int = 0,
     whole_rows: bool = False,
-    avoid_crowding: bool = True,
+    small_gemm_rules: bool = True,
 ) -> list[RegisterTile]:
     """The tiles that fit (`candidates`), fewest estimated cycles first. Ties go first to a
-    tile as tall as a static M, then (for a small gemm, where `avoid_crowding`:
-    `choices.avoids_crowding`) to tiles whose column tiles, the remainder's too, are not
+    tile as tall as a static M, then (for a small gemm, where `small_gemm_rules`:
+    `choices.takes_small_gemm_rules`) to tiles whose column tiles, the remainder's too, are not
     crowded (`crowded`), then to tiles that split N into equal column tiles, then to the
     larger tile (fewer, longer kernels).
 
@@ -274,7 +302,7 @@ def ranked(
         a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
         busy = (
             small
-            and avoid_crowding
+            and small_gemm_rules
             and any(crowded(w, target, element, (m, n, k)) for w in _column_tiles(t, n))
         )
         return estimate(t, m, n, k, a_cycles), not as_tall, busy, not even, -t.mv * t.nr

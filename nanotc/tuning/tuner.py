@@ -53,9 +53,9 @@ from nanotc.lowering.choices import (
     CompileOptions,
     GemmChoice,
     GemmSignature,
-    avoids_crowding,
     reads_whole_rows,
     signature,
+    takes_small_gemm_rules,
 )
 from nanotc.lowering.gemm import direct_gemm, through_f32_scratch, whole_scratch_gemm
 from nanotc.lowering.gemm_amx import amx_applies
@@ -369,9 +369,9 @@ def _analytical_direct(g: Gemm, path: str, target: Target, modelled: Extents,
     """The direct and batch-reduce paths' analytical tile: one holding A's bf16 pairs where
     lowering takes it, else the tile model's."""
     resident = resident_pairs_tile(g, target, reserved) if path == DIRECT else None
-    avoid = avoids_crowding(signature(g, path, modelled, reserved))
+    rules = takes_small_gemm_rules(signature(g, path, modelled, reserved))
     model = member_tile_model(g, target) if path == DIRECT else choose
-    return resident or model(target, g.c.type.element, *modelled, reserved, avoid_crowding=avoid)
+    return resident or model(target, g.c.type.element, *modelled, reserved, small_gemm_rules=rules)
 
 
 def _blocking(
@@ -405,8 +405,8 @@ def tile_candidates(site: Site, target: Target, count: int) -> list[tuple[int, i
     static N, which run as the N-wide tile, and the analytical choice (so clipped)."""
     m, n, k = site.model_extents
     path, reserved = site.signature.path, site.signature.reserved
-    avoid = avoids_crowding(site.signature)
-    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path), avoid)
+    rules = takes_small_gemm_rules(site.signature)
+    tiles = ranked(target, site.element, m, n, k, reserved, reads_whole_rows(path), rules)
     assert site.analytical.tile is not None
     mv, nr = site.analytical.tile
     analytical = (mv, nr if n is None else min(nr, n))

@@ -212,10 +212,11 @@ def test_a_child_forked_while_another_thread_compiles_runs_on_the_inherited_pool
 
 def ctrl_c_during(function: object) -> object:
     """`function` (a native entry point of the pool) with a SIGINT sent just before it runs:
-    Python sees it at the first bytecode after the native call returns."""
+    Python sees it at the first bytecode after the native call returns. It is sent to this
+    thread, which then has it before the call (sent to the process, any thread may take it)."""
 
     def interrupted(*args: object) -> object:
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         return function(*args)  # type: ignore[operator]
 
     return interrupted
@@ -231,6 +232,8 @@ def test_ctrl_c_during_a_pool_stop_is_raised_once_the_workers_are_joined(monkeyp
     workers = pool.NativePool(2)
     before = worker_threads()
     monkeypatch.setattr(workers._code, "stop", ctrl_c_during(workers._code.stop))
+    # held only under Python's own handler (`interrupts_held`): another one would take it
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         workers.stop()
     assert workers.workers == 0 and worker_threads() == before - 2
