@@ -4,11 +4,16 @@ child processes (CLI tests) inherit the same directory.
 
 Property tests (hypothesis) draw the same examples on every run, so a test run (and CI)
 passes or fails reproducibly; `HYPOTHESIS_PROFILE=explore python -m pytest` draws fresh
-examples each run, to look for new failures."""
+examples each run, to look for new failures.
+
+Ctrl-C is Python's KeyboardInterrupt in the tests and in their child processes, also where the
+suite was started with SIGINT ignored (a shell's background job without job control), which
+the Ctrl-C tests of the pool, the compiler and `nanotc tune` need."""
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -28,3 +33,11 @@ def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ.pop("NANOTC_CACHE_DIR", None)
     else:
         os.environ["NANOTC_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    saved = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)

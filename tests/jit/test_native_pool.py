@@ -254,9 +254,9 @@ def test_ctrl_c_during_a_pool_start_stops_the_started_workers(monkeypatch) -> No
 def test_ctrl_c_while_the_process_pool_grows_records_the_new_pool(monkeypatch) -> None:
     """The interrupt is raised after the grown pool is the process's: a launch right after
     runs on it."""
+    wanted = pool.pool_for(2).workers + 2  # started before the interrupts, when run alone
     code = pool._pool_code(pool.SPIN_CYCLES)
     monkeypatch.setattr(code, "start", ctrl_c_during(code.start))
-    wanted = pool.pool_for(2).workers + 2
     with pytest.raises(KeyboardInterrupt):
         pool.pool_for(wanted + 1)
     monkeypatch.undo()
