@@ -224,6 +224,21 @@ def group_members(ty: str, m: int, n: int, k: int, inputs: str | None = None,
 }}"""
 
 
+def check_members(kernel: Any, ty: str, shape: tuple[int, int, int], rng: np.random.Generator,
+                  batch: int, alpha: float = 1.0, group_size: int | None = None) -> None:  # fmt: skip
+    """Runs a kernel of `group_members` or `looped_members` (`group_size` 1) on `batch`
+    random f32 or f64 members and checks C against numpy's C + alpha A B in float64."""
+    m, n, k = shape
+    dtype = np.float64 if ty == "f64" else np.float32
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(dtype))
+    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(dtype))
+    want = c + alpha * np.einsum("mkg,kng->mng", a.astype(np.float64), b.astype(np.float64))
+    kernel(a, b, c, group_size=batch if group_size is None else group_size)
+    tolerance = 1e-12 if ty == "f64" else 1e-5
+    np.testing.assert_allclose(c, want, rtol=tolerance, atol=tolerance * k)
+
+
 def _member_types(ty: str, m: int, n: int, k: int, inputs: str | None) -> tuple[str, ...]:
     """The batched memrefs of A, B and C, then those of one member."""
     inputs = inputs or ty

@@ -16,7 +16,7 @@ from nanotc.lowering.choices import BATCH, DIRECT, GemmSignature, takes_small_ge
 from nanotc.lowering.register_tile import CROWDED_MAX_K, RegisterTile, choose, crowded
 from nanotc.targets import get
 
-from .helpers import ZEN4, group_members, runs_here
+from .helpers import ZEN4, check_members, group_members, runs_here
 
 F32, F64 = ScalarType.F32, ScalarType.F64
 UNLIMITED = replace(ZEN4, name="zen4-unlimited", small_gemm_step_fmas=0)
@@ -164,15 +164,7 @@ def test_uncrowded_tiles_run_zmm_fmas_and_spill_nothing(
 def test_batches_of_uncrowded_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], tiles: set[str], rng: np.random.Generator
 ) -> None:
-    m, n, k = shape
-    assert tile_shapes(group_members(ty, m, n, k, alpha=1.5)) == tiles
-    compiled = nanotc.compile(group_members(ty, m, n, k, alpha=1.5), target=ZEN4, cache=False)
-    batch = 5
-    dtype = np.float64 if ty == "f64" else np.float32
-    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))
-    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(dtype))
-    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(dtype))
-    want = c + 1.5 * np.einsum("mkg,kng->mng", a.astype(np.float64), b.astype(np.float64))
-    compiled["k"](a, b, c, group_size=batch)
-    tolerance = 1e-12 if ty == "f64" else 1e-5
-    np.testing.assert_allclose(c, want, rtol=tolerance, atol=tolerance * k)
+    text = group_members(ty, *shape, alpha=1.5)
+    assert tile_shapes(text) == tiles
+    kernel = nanotc.compile(text, target=ZEN4, cache=False)["k"]
+    check_members(kernel, ty, shape, rng, batch=5, alpha=1.5)

@@ -23,7 +23,7 @@ from nanotc.lowering.register_tile import (
 from nanotc.targets import get
 from nanotc.tuning.tuner import gemm_sites
 
-from .helpers import ZEN4, group_members, looped_members, runs_here
+from .helpers import ZEN4, check_members, group_members, looped_members, runs_here
 
 F32, F64 = ScalarType.F32, ScalarType.F64
 
@@ -126,14 +126,7 @@ def test_split_tiles_run_full_and_narrow_fmas_and_spill_nothing(
 def test_split_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], members: Callable[..., str], rng: np.random.Generator
 ) -> None:
-    m, n, k = shape
-    kernel = nanotc.compile(members(ty, m, n, k), target=ZEN4, cache=False)["k"]
-    dtype = np.float64 if ty == "f64" else np.float32
-    batch = 6
-    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))
-    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(dtype))
-    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(dtype))
-    want = c + np.einsum("mkg,kng->mng", a.astype(np.float64), b.astype(np.float64))
-    kernel(a, b, c, group_size=batch if members is group_members else 1)
-    tolerance = 1e-12 if ty == "f64" else 1e-5
-    np.testing.assert_allclose(c, want, rtol=tolerance, atol=tolerance * k)
+    kernel = nanotc.compile(members(ty, *shape), target=ZEN4, cache=False)["k"]
+    check_members(
+        kernel, ty, shape, rng, batch=6, group_size=None if members is group_members else 1
+    )
