@@ -21,7 +21,8 @@ member by member, A_i and B_i read and C_i read and written back unchanged. Its 
 rate the gemm would have at the stream's speed, and nanotc/stream the share of that speed
 nanotc reaches. `--aligned-copy` adds `nanotc-aligned`: nanotc's kernel on copies of A, B and C
 whose data start on a cache line (`nanotc.empty_aligned`; numpy starts a large array's data 16
-bytes past one), so nanotc/nanotc-aligned is what that placement costs.
+bytes past one), so nanotc/nanotc-aligned is what that placement costs. The notes under the
+table say how the memory and cache rows stand against issue 4's targets (`target_notes`).
 
     python -m bench.w2_batched [--variants memory,cache] [--shapes 32x32x32,35x9x35] ...
 """
@@ -45,6 +46,11 @@ SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 
 QUICK_SHAPES = ((8, 8, 8), (35, 9, 35))
 VARIANTS = ("memory", "cache", "launch")
 SAMPLE = 48  # batch members validated (all of them in small batches)
+# issue 4's targets for W2 (memory and cache variants): every row at least this share of
+# libxsmm, their geometric mean at least GEOMEAN_OVER_LIBXSMM, every row TORCH_FACTOR x torch
+LEAST_OVER_LIBXSMM = 0.95
+GEOMEAN_OVER_LIBXSMM = 1.1
+TORCH_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -321,6 +327,43 @@ def notes_for(sizes: Sizes, variants: Sequence[str]) -> list[str]:
     return notes
 
 
+def target_notes(rows: Sequence[Row]) -> list[str]:
+    """How the memory and cache rows stand against issue 4's W2 targets. A row below
+    TORCH_FACTOR x torch also says what share of its bound torch runs at, the bound being
+    the peak of its threads (and, from memory, the stream's rate where that is lower): from
+    half of it up, TORCH_FACTOR x torch would be faster than the bound."""
+    measured = [r for r in rows if r.variant in ("memory", "cache")]
+    notes = []
+    for variant in ("memory", "cache"):
+        ours = [r for r in measured if r.variant == variant and r.ratio("libxsmm")]
+        if ours:
+            ratios = [r.ratio("libxsmm") or 0.0 for r in ours]
+            low = [f"{_label(r)} {x:.2f}" for r, x in zip(ours, ratios) if x < LEAST_OVER_LIBXSMM]
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            notes.append(
+                f"target {variant}: {len(ours) - len(low)} of {len(ours)} rows >= "
+                f"{LEAST_OVER_LIBXSMM}x libxsmm{' (below: ' + ', '.join(low) + ')' if low else ''}"
+                f"; geometric mean {mean:.2f}x (target {GEOMEAN_OVER_LIBXSMM}x)"
+            )
+    notes += [_torch_note(r) for r in measured if (r.ratio("torch") or TORCH_FACTOR) < TORCH_FACTOR]
+    return notes
+
+
+def _torch_note(row: Row) -> str:
+    """A row below TORCH_FACTOR x torch, with torch's share of the row's bound."""
+    torch = row.gflops(row.peers["torch"])
+    bound, what = row.peak or math.inf, "peak"
+    if "stream" in row.peers and row.gflops(row.peers["stream"]) < bound:
+        bound, what = row.gflops(row.peers["stream"]), "stream rate"
+    share = f"; torch runs at {torch / bound:.0%} of the {what}" if math.isfinite(bound) else ""
+    ratio = row.ratio("torch") or 0.0
+    return f"target: {_label(row)} at {ratio:.2f}x torch (target {TORCH_FACTOR}x){share}"
+
+
+def _label(row: Row) -> str:
+    return f"{row.variant} {row.shape.split()[0]} {row.dtype} {row.threads}T"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_common_options(parser)
@@ -335,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings, peers, args.shapes, variants, sizes, args.libxsmm_prefetch, args.aligned_copy
     )
     csv = None if args.no_csv else "w2_batched"
-    notes = peers.notes + notes_for(sizes, variants)
+    notes = peers.notes + notes_for(sizes, variants) + target_notes(rows)
     harness.report(
         rows,
         "W2 batched small GEMM C_i += A_i B_i (column-major)",
