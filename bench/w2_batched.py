@@ -339,11 +339,12 @@ def target_notes(rows: Sequence[Row]) -> list[str]:
         if ours:
             ratios = [r.ratio("libxsmm") or 0.0 for r in ours]
             low = [f"{_label(r)} {x:.2f}" for r, x in zip(ours, ratios) if x < LEAST_OVER_LIBXSMM]
+            below = f" (below: {', '.join(low)})" if low else ""
             mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
             notes.append(
                 f"target {variant}: {len(ours) - len(low)} of {len(ours)} rows >= "
-                f"{LEAST_OVER_LIBXSMM}x libxsmm{' (below: ' + ', '.join(low) + ')' if low else ''}"
-                f"; geometric mean {mean:.2f}x (target {GEOMEAN_OVER_LIBXSMM}x)"
+                f"{LEAST_OVER_LIBXSMM}x libxsmm{below}; geometric mean {mean:.2f}x "
+                f"(target {GEOMEAN_OVER_LIBXSMM}x)"
             )
     notes += [_torch_note(r) for r in measured if (r.ratio("torch") or TORCH_FACTOR) < TORCH_FACTOR]
     return notes

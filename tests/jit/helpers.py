@@ -224,6 +224,13 @@ def group_members(ty: str, m: int, n: int, k: int, inputs: str | None = None,
 }}"""
 
 
+def tile_shapes(text: str, target: Target = ZEN4) -> set[str]:
+    """The register tiles ("mr x nr") of the kernel's tile instructions, compiled for `target`."""
+    tiled = nanotc.compile(text, target=target, cache=False).tiled()
+    return {line.split(" tile ")[1].split(" :")[0].split(" for ")[0]
+            for line in tiled.splitlines() if "tile." in line and " tile " in line}  # fmt: skip
+
+
 def check_members(kernel: Any, ty: str, shape: tuple[int, int, int], rng: np.random.Generator,
                   batch: int, alpha: float = 1.0, group_size: int | None = None) -> None:  # fmt: skip
     """Runs a kernel of `group_members` or `looped_members` (`group_size` 1) on `batch`

@@ -16,7 +16,7 @@ from nanotc.lowering.choices import BATCH, DIRECT, GemmSignature, takes_small_ge
 from nanotc.lowering.register_tile import CROWDED_MAX_K, RegisterTile, choose, crowded
 from nanotc.targets import get
 
-from .helpers import ZEN4, check_members, group_members, runs_here
+from .helpers import ZEN4, check_members, group_members, runs_here, tile_shapes
 
 F32, F64 = ScalarType.F32, ScalarType.F64
 UNLIMITED = replace(ZEN4, name="zen4-unlimited", small_gemm_step_fmas=0)
@@ -120,12 +120,6 @@ def batch_reduce(ty: str, m: int, n: int, k: int) -> str:
     gemm.n.n 1.0, %a, %b, 1.0, %C : {ty}, {a}, {b}, {ty}, {c}
   }}
 }}"""
-
-
-def tile_shapes(text: str) -> set[str]:
-    tiled = nanotc.compile(text, target=ZEN4, cache=False).tiled()
-    return {line.split(" tile ")[1].split(" :")[0].split(" for ")[0]
-            for line in tiled.splitlines() if "tile." in line and " tile " in line}  # fmt: skip
 
 
 def test_batch_reduce_tiles_keep_the_model_order() -> None:

@@ -23,19 +23,20 @@ from nanotc.lowering.register_tile import (
 from nanotc.targets import get
 from nanotc.tuning.tuner import gemm_sites
 
-from .helpers import ZEN4, check_members, group_members, looped_members, runs_here
+from .helpers import (
+    ZEN4,
+    check_members,
+    group_members,
+    looped_members,
+    runs_here,
+    tile_shapes,
+)
 
 F32, F64 = ScalarType.F32, ScalarType.F64
 
 
 def tile(mv: int, nr: int, element: ScalarType) -> RegisterTile:
     return RegisterTile(mv, nr, ZEN4.lanes(element))
-
-
-def tile_shapes(text: str) -> set[str]:
-    tiled = nanotc.compile(text, target=ZEN4, cache=False).tiled()
-    return {line.split(" tile ")[1].split(" :")[0]
-            for line in tiled.splitlines() if "tile.gemm" in line}  # fmt: skip
 
 
 SPLIT = [
