@@ -69,6 +69,7 @@ class Access(enum.Enum):
 
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
 QUAD_PAIRS = 4
+QUAD_ELEMENTS = 4  # f32 elements of a B column in one 128-bit load (`fma_b_quads`)
 QUAD_STEP_REGISTERS = 14  # live beside a one-vector tile in a quad step (measured: 1 x 19 spilled)
 
 
@@ -102,7 +103,8 @@ class GemmNanokernel:
     long_k: bool = False  # K unknown or at least LONG_K
     c_ahead: bool = False  # C's lines fetched before the K loop (`fetches_c_ahead`)
     a_prefetch_steps: int = A_PREFETCH_STEPS  # how far ahead `prefetches_a` asks for A
-    b_quads: bool = False  # dot: B's K pairs of even columns by 128-bit loads and shuffles
+    # B's elements (dot: K pairs) of even columns by 128-bit loads and in-lane shuffles
+    b_quads: bool = False
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
     a_fetched: bool = False  # A in L1, asked for by the tiles before (`tile.gemm.fetched`)
     a_resident: bool = False  # A stays in L1 and K is long (`resident_a`)
@@ -277,8 +279,17 @@ class GemmNanokernel:
         if not resident:
             lines.extend(self._split_load_line(q) for q in range(self.split_pairs))
             lines.extend(self._a_load_line(v) for v in range(2 * self.split_pairs, mv))
+        if self.b_quads:
+            q = QUAD_ELEMENTS
+            lines.append(f"    q{{j}} = vbroadcast128 B[k:k+{q}, col+{{j}}] for even j, where"
+                         f" k % {q} = 0 and a whole quad of K is left")  # fmt: skip
         a = "[k]" if resident else ""
         for j in range(nr):
+            if self.b_quads and j % 2 == 0:
+                lines.append(f"    b = vpermilps q{j} (lane k % {QUAD_ELEMENTS}; past the"
+                             f" quads vbroadcast B[k, col+{j}])")  # fmt: skip
+                lines.extend(f"    acc{v}_{j} = vfma a{v}{a}, b, acc{v}_{j}" for v in range(mv))
+                continue
             if self.b_per_vector:
                 b = f"B[k, col+{j}]{{1toN}}"
                 lines.extend(f"    acc{v}_{j} = vfma a{v}{a}, {b}, acc{v}_{j}" for v in range(mv))
@@ -492,6 +503,9 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         if resident
         else resident_a_group(inst, target, k, one_vector_fmas)
     )
+    b_quads = (dot and not resident and quads) or fma_b_quads(
+        inst, target, k, lanes, one_vector_fmas
+    )
     return GemmNanokernel(
         target=target.name,
         compute=compute,
@@ -514,7 +528,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
         a_prefetch_steps=a_prefetch_steps(k),
-        b_quads=dot and not resident and quads,
+        b_quads=b_quads,
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
@@ -552,6 +566,38 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
         and not (isinstance(inst, TileGemm) and on_group_views(inst))
         and element
         and b_type.stride[column_mode] is not DYNAMIC
+    )
+
+
+def fma_b_quads(inst: TileGemm | TileBatchGemm, target: Target, k: int | None, lanes: int,
+                one_vector_fmas: bool) -> bool:  # fmt: skip
+    """Whether a one-vector f32 FMA tile with K unrolled takes B's elements of its even
+    columns four at a time, from one 128-bit load into every 128-bit lane, each picked by an
+    in-lane shuffle (vpermilps), instead of a broadcast load per element: where its FMAs
+    start faster than the target's load ports take broadcasts (`broadcast_loads_per_cycle`),
+    a broadcast load per FMA sets the tile's pace. Zen 4's ymm FMAs (two a cycle on its
+    256-bit units): f32 8^3 in a C microbenchmark from L2 ran 42 cycles a member against 32
+    of FMAs; with a quarter, half, three quarters and all columns shuffled 35.8, 33.8, 34.7
+    and 37.6 cycles (the shuffles share the FMA units). nanotc's members in L2, in-process
+    against broadcasts: 8^3 1.24x (two threads 1.27x), 8x8x4 1.31x, 8x4x8 1.23x, 4x8x8
+    1.18x, 8x16x8 1.16x, 8x8x16 1.14x, 3x7x10 1.11x, 8x5x13 1.10x, 6x9x9 1.08x, 8x9x9 and
+    8x12x12 1.01x. Only for B's elements in f32 and adjacent along K, whole quads of a
+    static K (the rest broadcast), in straight-line code. Not for a batch member picked by
+    the group id (taken to arrive from memory: the quads wait for B's lines with the FMAs;
+    8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x). Members of a loop over 100 MB: 8^3 1.02x,
+    8x16x8 0.99x, 8x4x8 0.98x, 8x5x13 0.95x (a kernel cannot tell where its batch lies)."""
+    b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
+    b_k = 1 if inst.trans_b is Transpose.T else 0
+    rate = target.fmas_per_cycle(lanes * ScalarType.F32.bits)
+    return (
+        one_vector_fmas
+        and k is not None
+        and k >= QUAD_ELEMENTS
+        and b_type.element is ScalarType.F32
+        and inst.c.type.element is ScalarType.F32
+        and b_type.stride[b_k] == 1
+        and 0 < target.broadcast_loads_per_cycle <= rate
+        and not (isinstance(inst, TileGemm) and on_group_views(inst))
     )
 
 

@@ -69,6 +69,10 @@ class Target:
     # register tiles of this many vectors read B's broadcast once per vector, as each FMA's
     # memory operand, where measured (else 0: never; `lowering.nanokernel.reads_b_per_vector`)
     broadcast_operand_vectors: int = 0
+    # broadcast loads per cycle the load ports sustain beside FMAs, where measured (else 0:
+    # unknown); a one-vector tile whose FMAs issue faster shuffles B's elements out of
+    # 128-bit loads instead (`lowering.nanokernel.fma_b_quads`)
+    broadcast_loads_per_cycle: float = 0.0
     # the most full-width FMAs a k step of a small gemm's register tile holds before the tile
     # runs slower than its FMAs, where measured (else 0: no limit; `register_tile.crowded`)
     small_gemm_step_fmas: int = 0
@@ -91,6 +95,13 @@ class Target:
     def narrow_fma_pays(self) -> bool:
         """A vector narrower than the registers computes faster than a full one."""
         return 0 < self.fma_unit_bits < self.vector_bits
+
+    def fmas_per_cycle(self, bits: int) -> float:
+        """Vector FMAs of `bits` bits started per cycle: a vector that fits the narrower FMA
+        units (`fma_unit_bits`) goes to each unit on its own."""
+        if 0 < bits <= self.fma_unit_bits < self.vector_bits:
+            return self.fma_per_cycle * (self.vector_bits // self.fma_unit_bits)
+        return self.fma_per_cycle
 
     def lanes(self, t: ScalarType) -> int:
         """Elements of type t in one vector register."""
@@ -188,7 +199,9 @@ def host() -> Target:
 # (bench/peak.py: 117 GFLOP/s f32 at 3.6 GHz), 24 GB/s of memory bandwidth for one core, the rate
 # from which W2's members ran faster left to the hardware prefetchers, and streams from memory
 # 4-10% faster in 256-bit vectors than in 512-bit ones, and two-vector tiles ran up to 1.19x
-# faster with B's broadcasts as their FMAs' memory operands (docs/benchmarks.md).
+# faster with B's broadcasts as their FMAs' memory operands, and ymm FMA tiles of one vector waited
+# for their broadcasts of B at two loads a cycle (f32 8^3: 80 loads in 42 cycles, 32 of FMAs;
+# docs/benchmarks.md).
 #
 # Zen 3 with AVX2: a K loop reading A from L2 ran at the FMA rate with 2 x 6 f32 tiles (64 bytes
 # of A per 6 cycles) and at 0.70-0.75x with 2 x 4 (64 per 4) on 48x512x4608 and 49x512x4608, which
@@ -209,6 +222,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "hardware_prefetch_bytes_per_cycle": 6.7,
         "stream_vector_bits": 256,
         "broadcast_operand_vectors": 2,
+        "broadcast_loads_per_cycle": 2.0,
         "small_gemm_step_fmas": 12,
         "member_tile_columns": 8,
     },

@@ -46,6 +46,7 @@ from nanotc.ir.tile import TileBatchGemm, TileGemm
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import (
+    QUAD_ELEMENTS,
     QUAD_PAIRS,
     Access,
     Beta,
@@ -132,6 +133,33 @@ def _span_bytes(t: MemRefType) -> int:
 
 def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
     return x // y if isinstance(x, int) else b.udiv(x, const(y))
+
+
+class _BQuads:
+    """B's elements of a tile's even columns in a K unrolled completely, four at a time
+    (`GemmNanokernel.b_quads` of an FMA tile): each quad loaded once into every 128-bit
+    lane, each element picked by an in-lane shuffle."""
+
+    def __init__(self, b: ir.IRBuilder, p: GemmNanokernel, depth: Dim):
+        self.b, self.p = b, p
+        quads = depth // QUAD_ELEMENTS if p.b_quads and not p.dot and isinstance(depth, int) else 0
+        self.end = quads * QUAD_ELEMENTS
+        self.loaded: dict[tuple[int, int], ir.Value] = {}
+
+    def covers(self, j: int, k: Dim) -> bool:
+        return j % 2 == 0 and isinstance(k, int) and k < self.end
+
+    def splat(self, j: int, k: int, element: Callable[[int], ir.Value]) -> ir.Value:
+        """B[k, j] in every lane; `element(k)` points at B[k, j]."""
+        b, first = self.b, k - k % QUAD_ELEMENTS
+        repeated = self.loaded.get((j, first))
+        if repeated is None:
+            quad_t = vec.vector_type(ir.FloatType(), QUAD_ELEMENTS)
+            quad = b.load(element(first), typ=quad_t, align=4)
+            # opaque, or LLVM folds each shuffle back into a broadcast load
+            repeated = opaque_value(b, vec.repeat(b, quad, self.p.lanes), "v")
+            self.loaded[(j, first)] = repeated
+        return vec.in_lane_splat(b, repeated, k % QUAD_ELEMENTS, QUAD_ELEMENTS)
 
 
 class NanokernelEmitter:
@@ -323,6 +351,8 @@ class NanokernelEmitter:
             def broadcast(j: int, v: int = 0) -> ir.Value:
                 """B[k, j] in every lane, or where each vector reads its own
                 (`b_per_vector`), in vector v's lanes from v's copy of B's base."""
+                if quads.covers(j, k):
+                    return quads.splat(j, k, lambda first: walks[v].column(b, j, first, groups))
                 element = walks[v].column(b, j, k, groups)
                 if p.b_per_vector:
                     scalar = load_scalar(b, element, bm.type.element)
@@ -338,6 +368,7 @@ class NanokernelEmitter:
 
             return self._fmas(acc, a_vector, broadcast) + walk.advance(b, groups)
 
+        quads = _BQuads(b, p, depth)
         carried = acc + walk.start
         if p.k_unroll is None:
             assert isinstance(depth, int)
