@@ -70,6 +70,9 @@ class Access(enum.Enum):
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
 QUAD_PAIRS = 4
 QUAD_ELEMENTS = 4  # f32 elements of a B column in one 128-bit load (`fma_b_quads`)
+# registers beside an FMA tile's accumulators and its quads (measured: a K loop of 1 x 18
+# spilled; K loops are left out, `fma_b_quads`)
+QUAD_SPARE_REGISTERS = 8
 QUAD_STEP_REGISTERS = 14  # live beside a one-vector tile in a quad step (measured: 1 x 19 spilled)
 
 
@@ -504,7 +507,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         else resident_a_group(inst, target, k, one_vector_fmas)
     )
     b_quads = (dot and not resident and quads) or fma_b_quads(
-        inst, target, k, lanes, one_vector_fmas
+        inst, target, k, lanes, one_vector_fmas, group or inst.nr
     )
     return GemmNanokernel(
         target=target.name,
@@ -570,34 +573,41 @@ def reads_b_per_vector(inst: TileGemm | TileBatchGemm, target: Target, vectors: 
 
 
 def fma_b_quads(inst: TileGemm | TileBatchGemm, target: Target, k: int | None, lanes: int,
-                one_vector_fmas: bool) -> bool:  # fmt: skip
+                one_vector_fmas: bool, columns: int) -> bool:  # fmt: skip
     """Whether a one-vector f32 FMA tile with K unrolled takes B's elements of its even
-    columns four at a time, from one 128-bit load into every 128-bit lane, each picked by an
-    in-lane shuffle (vpermilps), instead of a broadcast load per element: where its FMAs
-    start faster than the target's load ports take broadcasts (`broadcast_loads_per_cycle`),
-    a broadcast load per FMA sets the tile's pace. Zen 4's ymm FMAs (two a cycle on its
-    256-bit units): f32 8^3 in a C microbenchmark from L2 ran 42 cycles a member against 32
-    of FMAs; with a quarter, half, three quarters and all columns shuffled 35.8, 33.8, 34.7
-    and 37.6 cycles (the shuffles share the FMA units). nanotc's members in L2, in-process
-    against broadcasts: 8^3 1.24x (two threads 1.27x), 8x8x4 1.31x, 8x4x8 1.23x, 4x8x8
-    1.18x, 8x16x8 1.16x, 8x8x16 1.14x, 3x7x10 1.11x, 8x5x13 1.10x, 6x9x9 1.08x, 8x9x9 and
-    8x12x12 1.01x. Only for B's elements in f32 and adjacent along K, whole quads of a
-    static K (the rest broadcast), in straight-line code. Not for a batch member picked by
-    the group id (taken to arrive from memory: the quads wait for B's lines with the FMAs;
-    8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x). Members of a loop over 100 MB: 8^3 1.02x,
-    8x16x8 0.99x, 8x4x8 0.98x, 8x5x13 0.95x (a kernel cannot tell where its batch lies)."""
-    b_type: MemRefType = (inst.panels()[1] if isinstance(inst, TileBatchGemm) else inst.b).type
+    columns four k steps at a time, from one 128-bit load into every 128-bit lane, each
+    picked by an in-lane shuffle (vpermilps), instead of a broadcast load per element: where
+    its FMAs start faster than the target's load ports take broadcasts
+    (`broadcast_loads_per_cycle`), a broadcast load per FMA sets the tile's pace. Zen 4's
+    ymm FMAs (two a cycle on its 256-bit units): f32 8^3 in a C microbenchmark from L2 ran
+    42 cycles a member against 32 of FMAs; with a quarter, half, three quarters and all
+    columns shuffled 35.8, 33.8, 34.7 and 37.6 cycles (the shuffles share the FMA units).
+    nanotc's members in L2, in-process against broadcasts: 8^3 1.24x (two threads 1.27x),
+    8x8x4 1.31x, 8x4x8 1.23x, 4x8x8 1.18x, 8x16x8 1.16x, 8x8x16 1.14x, 3x7x10 1.11x, 8x5x13
+    1.10x, 6x9x9 1.08x, 8x9x9 and 8x12x12 1.01x; members of a loop over 100 MB: 8^3 1.02x,
+    8x16x8 0.99x, 8x4x8 0.98x, 8x5x13 0.95x (a kernel cannot tell where its batch lies).
+    Only for B's elements in f32 and adjacent along K (the steps past K's last whole quad
+    broadcast; a K unrolled from 4 steps on means the tile is all of C), where the
+    accumulators of a step (`columns`), their quads and QUAD_SPARE_REGISTERS fit the
+    registers. Not for a batch
+    member picked by the group id (taken to arrive from memory: the quads wait for B's lines
+    with the FMAs; 8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x). Measured and left out: K loops
+    of quads (in L2 8x8x32, 8x12x32 1.05-1.09x, but from memory 0.89-0.92x), and a narrow
+    tile beside taller ones, where the gemm's FMAs set the pace and the shuffles take their
+    units' time (56x9x9, 56x9x12, 56x9x16, whose last 8 rows take tiles of their own,
+    0.96-0.99x)."""
+    if not isinstance(inst, TileGemm) or not one_vector_fmas or on_group_views(inst):
+        return False
     b_k = 1 if inst.trans_b is Transpose.T else 0
     rate = target.fmas_per_cycle(lanes * ScalarType.F32.bits)
     return (
-        one_vector_fmas
-        and k is not None
+        k is not None
         and k >= QUAD_ELEMENTS
-        and b_type.element is ScalarType.F32
+        and columns + -(-columns // 2) + QUAD_SPARE_REGISTERS <= target.vector_registers
+        and inst.b.type.element is ScalarType.F32
         and inst.c.type.element is ScalarType.F32
-        and b_type.stride[b_k] == 1
+        and inst.b.type.stride[b_k] == 1
         and 0 < target.broadcast_loads_per_cycle <= rate
-        and not (isinstance(inst, TileGemm) and on_group_views(inst))
     )
 
 

@@ -57,6 +57,16 @@ def test_other_tiles_broadcast_b(text: str, target: Target) -> None:
     assert QUADS not in listing(text, target)
 
 
+@pytest.mark.parametrize(("beta", "quads"), [("1.0", True), ("%beta", False)])
+def test_quads_fit_the_registers_beside_the_accumulators(beta: str, quads: bool) -> None:
+    """An 8 x 20 tile runs its columns 8 at a time (A resident) but with a run-time beta all
+    20 at once, whose 10 quads would not fit beside them."""
+    text = f"""func @k(%A: memref<f32x8x8>, %B: memref<f32x8x20>, %C: memref<f32x8x20>, %beta: f32) {{
+  gemm.n.n 1.0, %A, %B, {beta}, %C : f32, memref<f32x8x8>, memref<f32x8x20>, f32, memref<f32x8x20>
+}}"""
+    assert (QUADS in listing(text)) is quads
+
+
 def test_the_rate_of_narrow_fmas() -> None:
     assert ZEN4.fmas_per_cycle(256) == 2 and ZEN4.fmas_per_cycle(128) == 2
     assert ZEN4.fmas_per_cycle(512) == 1

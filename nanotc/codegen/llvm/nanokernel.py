@@ -136,30 +136,37 @@ def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
 
 
 class _BQuads:
-    """B's elements of a tile's even columns in a K unrolled completely, four at a time
-    (`GemmNanokernel.b_quads` of an FMA tile): each quad loaded once into every 128-bit
-    lane, each element picked by an in-lane shuffle."""
+    """B's elements of a tile's even columns four k steps at a time (`GemmNanokernel.b_quads`
+    of an FMA tile, K unrolled): at a quad's first step each column's four elements are
+    loaded into every 128-bit lane, and each step picks its own by an in-lane shuffle."""
 
-    def __init__(self, b: ir.IRBuilder, p: GemmNanokernel, depth: Dim):
+    def __init__(self, b: ir.IRBuilder, p: GemmNanokernel):
         self.b, self.p = b, p
-        quads = depth // QUAD_ELEMENTS if p.b_quads and not p.dot and isinstance(depth, int) else 0
-        self.end = quads * QUAD_ELEMENTS
-        self.loaded: dict[tuple[int, int], ir.Value] = {}
+        self.lane: int | None = None  # the step's place in its quad (None: broadcasts)
+        self.loaded: dict[int, ir.Value] = {}
 
-    def covers(self, j: int, k: Dim) -> bool:
-        return j % 2 == 0 and isinstance(k, int) and k < self.end
+    def at(self, lane: int | None) -> None:
+        """The next k step's place in its quad; a new quad starts at 0."""
+        self.lane = lane
+        if lane == 0:
+            self.loaded = {}
 
-    def splat(self, j: int, k: int, element: Callable[[int], ir.Value]) -> ir.Value:
-        """B[k, j] in every lane; `element(k)` points at B[k, j]."""
-        b, first = self.b, k - k % QUAD_ELEMENTS
-        repeated = self.loaded.get((j, first))
-        if repeated is None:
+    def covers(self, j: int) -> bool:
+        return self.lane is not None and j % 2 == 0
+
+    def splat(self, j: int, element: Callable[[], ir.Value]) -> ir.Value:
+        """Column j's element of the step in every lane; `element()` points at it."""
+        b, lane = self.b, self.lane
+        assert lane is not None
+        repeated = self.loaded.get(j)
+        if repeated is None:  # the quad's first step, which every column takes part in
+            assert lane == 0
             quad_t = vec.vector_type(ir.FloatType(), QUAD_ELEMENTS)
-            quad = b.load(element(first), typ=quad_t, align=4)
+            quad = b.load(element(), typ=quad_t, align=4)
             # opaque, or LLVM folds each shuffle back into a broadcast load
             repeated = opaque_value(b, vec.repeat(b, quad, self.p.lanes), "v")
-            self.loaded[(j, first)] = repeated
-        return vec.in_lane_splat(b, repeated, k % QUAD_ELEMENTS, QUAD_ELEMENTS)
+            self.loaded[j] = repeated
+        return vec.in_lane_splat(b, repeated, lane, QUAD_ELEMENTS)
 
 
 class NanokernelEmitter:
@@ -351,8 +358,8 @@ class NanokernelEmitter:
             def broadcast(j: int, v: int = 0) -> ir.Value:
                 """B[k, j] in every lane, or where each vector reads its own
                 (`b_per_vector`), in vector v's lanes from v's copy of B's base."""
-                if quads.covers(j, k):
-                    return quads.splat(j, k, lambda first: walks[v].column(b, j, first, groups))
+                if quads.covers(j):
+                    return quads.splat(j, lambda: walks[v].column(b, j, k, groups))
                 element = walks[v].column(b, j, k, groups)
                 if p.b_per_vector:
                     scalar = load_scalar(b, element, bm.type.element)
@@ -368,11 +375,13 @@ class NanokernelEmitter:
 
             return self._fmas(acc, a_vector, broadcast) + walk.advance(b, groups)
 
-        quads = _BQuads(b, p, depth)
+        quads = _BQuads(b, p)
         carried = acc + walk.start
         if p.k_unroll is None:
             assert isinstance(depth, int)
+            whole = depth - depth % QUAD_ELEMENTS if p.b_quads and not p.dot else 0
             for k in range(depth):
+                quads.at(k % QUAD_ELEMENTS if k < whole else None)
                 carried = step(k, carried)
         else:
             fetching = max((share.steps for share in shares), default=0)
