@@ -1343,11 +1343,12 @@ def test_one_vector_bf16_tiles_shuffle_half_of_b_pairs(shape: tuple[int, int, in
     assert loop.stack_accesses() == []
 
 
-@pytest.mark.parametrize("shape", [(56, 9, 9), (20, 9, 20), (16, 16, 16)], ids=str)
+@pytest.mark.parametrize("shape", [(56, 9, 9), (20, 9, 20), (12, 16, 16)], ids=str)
 def test_in_order_interleave_reads_a_by_plain_loads(shape: tuple[int, int, int]) -> None:
     """A vector whose K pairs come from one vpermt2w reads its two columns of A by plain
     loads into the low halves of registers: no broadcast load (vbroadcasti64x4 and the
-    like), which on Zen 5 takes a shuffle slot beside the dot products."""
+    like), which on Zen 5 takes a shuffle slot beside the dot products. (12 rows: a masked
+    vector, whose columns are not adjacent.)"""
     m, n, k = shape
     loops = asm.hot_loops(
         assembly(group_members("f32", m, n, k, "bf16"), "avx512"), "k", "vdpbf16ps"
@@ -1359,6 +1360,26 @@ def test_in_order_interleave_reads_a_by_plain_loads(shape: tuple[int, int, int])
     ]
     assert permutes > 0 and len(column_loads) >= 2 * permutes
     assert [i for i in loop.instructions if i.startswith("vbroadcasti64x4")] == []
+    assert loop.stack_accesses() == []
+
+
+@pytest.mark.parametrize(("shape", "register"), [((8, 8, 8), "ymm"), ((16, 16, 16), "zmm"),
+                                               ((4, 16, 16), "xmm")], ids=str)  # fmt: skip
+def test_adjacent_columns_of_a_interleave_from_one_load(
+    shape: tuple[int, int, int], register: str
+) -> None:
+    """A one-vector dot tile whose A columns are as long as its vector reads each K pair's
+    two columns by one load into a single-source shuffle (vpermw; within the one 128-bit
+    lane of an xmm, vpshufb): no vpermt2w, nothing spilled."""
+    m, n, k = shape
+    loops = asm.hot_loops(
+        assembly(looped_members("f32", m, n, k, inputs="bf16"), "avx512"), "k", "vdpbf16ps"
+    )
+    loop = max(loops, key=lambda lp: lp.count("vdpbf16ps"))
+    permutes = [i for i in loop.instructions if i.startswith(("vpermw", "vpshufb"))]
+    pairs = loop.count("vdpbf16ps") // n
+    assert len(permutes) == pairs and all(f"%{register}" in i for i in permutes)
+    assert loop.count("vpermt2w") == 0
     assert loop.stack_accesses() == []
 
 

@@ -245,6 +245,14 @@ def interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value, count: int = 0) -
     return b.shuffle_vector(low, high, ir.Constant(vector_type(I32, 2 * n), order))
 
 
+def interleave_halves(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The two halves of v interleaved: v[0], v[n], v[1], v[n+1], ... (n lanes a half: two
+    adjacent columns of bf16 loaded as one vector into K pairs, by one vpermw)."""
+    n = v.type.count // 2
+    order = [i // 2 + (n if i % 2 else 0) for i in range(2 * n)]
+    return b.shuffle_vector(v, v, ir.Constant(vector_type(I32, 2 * n), order))
+
+
 def bf16_dot(b: ir.IRBuilder, acc: ir.Value, pairs: ir.Value, other: ir.Value) -> ir.Value:
     """vdpbf16ps: acc[i] += pairs[i].lo * other[i].lo + pairs[i].hi * other[i].hi, on bf16
     pairs packed in i32 lanes (LLVM upgrades this form to its bfloat signature)."""
