@@ -13,6 +13,10 @@ nanokernel's instruction sequence (`nanotc compile --emit nano`); the LLVM emitt
     vfma        acc[v][j] := a[v] * b + acc[v][j]
     epilogue    C[tile] := alpha * acc + beta * C[tile]      (C not read when beta = 0)
 
+A one-vector f32 tile whose FMAs start faster than the load ports take broadcasts may take
+B's elements of its even columns four at a time instead, from one 128-bit load and in-lane
+shuffles (`fma_b_quads`).
+
 A one-vector tile that is all of C, with K unrolled, may instead keep A resident
 (`column_group`): A's K vectors are loaded once, then the columns go through the steps above
 a group at a time, each group's C loaded, updated and stored before the next group's. A bf16
@@ -589,9 +593,9 @@ def fma_b_quads(inst: TileGemm | TileBatchGemm, target: Target, k: int | None, l
     Only for B's elements in f32 and adjacent along K (the steps past K's last whole quad
     broadcast; a K unrolled from 4 steps on means the tile is all of C), where the
     accumulators of a step (`columns`), their quads and QUAD_SPARE_REGISTERS fit the
-    registers. Not for a batch
-    member picked by the group id (taken to arrive from memory: the quads wait for B's lines
-    with the FMAs; 8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x). Measured and left out: K loops
+    registers. Not for a batch member picked by the group id (taken to arrive from memory:
+    the quads wait for B's lines with the FMAs; 8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x).
+    Measured and left out: K loops
     of quads (in L2 8x8x32, 8x12x32 1.05-1.09x, but from memory 0.89-0.92x), and a narrow
     tile beside taller ones, where the gemm's FMAs set the pace and the shuffles take their
     units' time (56x9x9, 56x9x12, 56x9x16, whose last 8 rows take tiles of their own,

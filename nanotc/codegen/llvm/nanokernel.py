@@ -152,6 +152,7 @@ class _BQuads:
             self.loaded = {}
 
     def covers(self, j: int) -> bool:
+        """Whether column j's element of the step comes from a quad."""
         return self.lane is not None and j % 2 == 0
 
     def splat(self, j: int, element: Callable[[], ir.Value]) -> ir.Value:
@@ -161,7 +162,7 @@ class _BQuads:
         repeated = self.loaded.get(j)
         if repeated is None:  # the quad's first step, which every column takes part in
             assert lane == 0
-            quad_t = vec.vector_type(ir.FloatType(), QUAD_ELEMENTS)
+            quad_t = vec.vector_type(register_type(self.p.compute), QUAD_ELEMENTS)
             quad = b.load(element(), typ=quad_t, align=4)
             # opaque, or LLVM folds each shuffle back into a broadcast load
             repeated = opaque_value(b, vec.repeat(b, quad, self.p.lanes), "v")
@@ -379,7 +380,7 @@ class NanokernelEmitter:
         carried = acc + walk.start
         if p.k_unroll is None:
             assert isinstance(depth, int)
-            whole = depth - depth % QUAD_ELEMENTS if p.b_quads and not p.dot else 0
+            whole = depth - depth % QUAD_ELEMENTS if p.b_quads else 0
             for k in range(depth):
                 quads.at(k % QUAD_ELEMENTS if k < whole else None)
                 carried = step(k, carried)
