@@ -77,6 +77,8 @@ QUAD_ELEMENTS = 4  # f32 elements of a B column in one 128-bit load (`fma_b_quad
 # registers beside an FMA tile's accumulators and its quads (measured: a K loop of 1 x 18
 # spilled; K loops are left out, `fma_b_quads`)
 QUAD_SPARE_REGISTERS = 8
+TAIL_QUAD_PAIRS = 2  # K pairs a lane pair of a dot tile's tail holds (`tail_k_quads`)
+TAIL_QUAD_MIN_K = 16  # ... from this static K
 QUAD_STEP_REGISTERS = 14  # live beside a one-vector tile in a quad step (measured: 1 x 19 spilled)
 
 
@@ -119,6 +121,7 @@ class GemmNanokernel:
     column_group: int = 0  # A resident: the columns go this many at a time (0: all at once)
     b_columns_held: bool = False  # a k step holds B's broadcasts, A one vector at a time
     b_per_vector: bool = False  # each vector's FMA reads B's broadcast from memory ({1toN})
+    tail_quads: bool = False  # dot: the narrow last vector's rows hold two K pairs each
 
     def compute_lanes(self, vector: int) -> int:
         """Lanes one vector of a tile column computes in: a narrowed last vector computes at
@@ -331,6 +334,17 @@ class GemmNanokernel:
                 f"    the steps below for k, k+2, .., k+{2 * QUAD_PAIRS - 2}, with"
                 " b = vpshufd b{j} (the pair's lane) for even j",
             ]
+        if self.tail_quads:
+            last = mv - 1
+            lines += [
+                f"  for k in steps of 4 (whole quads of K): the steps below for k and k+2 on"
+                f" the other vectors, and for a{last}, whose lane pairs hold two K pairs of a row:",
+                f"    a{last} = vtranspose16 A[rows of a{last}, k:k+4]",
+                f"    acc{last}_{{j}} = vdpbf16ps acc{last}_{{j}}, a{last},"
+                " vbroadcast64 B[k:k+4, col+{j}] for each j",
+                f"  then the rest (a{last}'s pairs into its even lanes, masked);"
+                f" a{last}'s lane pairs added before the epilogue",
+            ]
         lines.append("  for k in steps of 2 (an odd last k pairs with zeros):")
         a = "[k]" if resident else ""
         for v in range(0, 2 * self.unpacked_pairs, 2):
@@ -510,6 +524,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         if resident
         else resident_a_group(inst, target, k, one_vector_fmas)
     )
+    tail_quads = dot and tail_k_quads(inst, k, vectors, tail, narrow)
     b_quads = (dot and not resident and quads) or fma_b_quads(
         inst, target, k, lanes, one_vector_fmas, group or inst.nr
     )
@@ -536,6 +551,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
         a_prefetch_steps=a_prefetch_steps(k),
         b_quads=b_quads,
+        tail_quads=tail_quads,
         memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
@@ -612,6 +628,37 @@ def fma_b_quads(inst: TileGemm | TileBatchGemm, target: Target, k: int | None, l
         and inst.c.type.element is ScalarType.F32
         and inst.b.type.stride[b_k] == 1
         and 0 < target.broadcast_loads_per_cycle <= rate
+    )
+
+
+def tail_k_quads(inst: TileGemm | TileBatchGemm, k: int | None, vectors: int,
+                 tail: int | None, narrow: bool) -> bool:  # fmt: skip
+    """Whether a dot tile's narrow last vector of 4 or fewer rows (an xmm computing on its
+    own) runs in a vector twice as wide whose lane pairs hold two K pairs of each row: row r
+    in lanes 2r ((A[r, k], A[r, k+1])) and 2r + 1 ((A[r, k+2], A[r, k+3])), A's four columns
+    of those rows transposed once per four k, B's four elements of the column one 64-bit
+    broadcast, the two lanes added once in the epilogue. An xmm `vdpbf16ps` takes a 256-bit
+    unit's slot for 4 lanes; a ymm one does 8 in it. Zen 4, in one process, batches in L2
+    (members of a loop), against the xmm tail: 20x9x20 1.05-1.07x (two threads 1.05x),
+    17x6x24 1.10x, 20x12x32 and 20x4x40 1.05x, 18x9x16 and 20x9x16 1.04-1.05x, 19x9x20
+    1.03x, 20x16x20 1.01x; members of a loop over 100 MB 1.02-1.03x. Only for tiles of two
+    vectors (three or more: 35x9x35, 36x9x36, 52x6x12 ran 0.93-0.94x) with a static K of at
+    least TAIL_QUAD_MIN_K (20x9x8 0.98x, 19x5x13 0.98x, though 17x9x8 1.09x), B's column
+    along K, in a gemm's tile (not a batch-reduce loop's, nor on A's VNNI panels), not a
+    batch member picked by the group id (from memory 0.93-0.96x)."""
+    if not isinstance(inst, TileGemm) or inst.pairs or inst.resident or inst.padded:
+        return False
+    b_k = 1 if inst.trans_b is Transpose.T else 0
+    xmm = tail is not None and tail * ScalarType.F32.bits == 128
+    return (
+        narrow
+        and xmm
+        and vectors == 2
+        and k is not None
+        and k >= TAIL_QUAD_MIN_K
+        and inst.b.type.stride[b_k] == 1
+        and not inst.atomic
+        and not on_group_views(inst)
     )
 
 

@@ -680,7 +680,7 @@ def bf16_gemm(m: int, n: int, k: int, out: str = "f32") -> str:
 }}"""
 
 
-@pytest.mark.parametrize(("dt", "inputs", "shape"), [("f32", "bf16", (20, 9, 20)),
+@pytest.mark.parametrize(("dt", "inputs", "shape"), [("f32", "bf16", (24, 9, 20)),
                                                      ("f32", "bf16", (32, 32, 32)),
                                                      ("f32", None, (20, 9, 20)),
                                                      ("f64", None, (12, 9, 20))], ids=str)  # fmt: skip
@@ -689,7 +689,8 @@ def test_two_vector_tiles_read_b_per_vector(dt: str, inputs: str | None,
     """Dot tiles of two vectors on Zen 4, and FMA tiles of two whose last computes narrow,
     take B's broadcast as every multiply-add's memory operand ({1toN}, `b_per_vector`): no
     broadcast instruction in the hot loop, each product reads B, nothing spilled; the
-    listing shows it."""
+    listing shows it. (bf16 24 rows: a tail of 8; one of 4, as 20x9x20's, takes K quads,
+    `test_bf16_tail_quads`.)"""
     text = looped_members(dt, *shape, inputs=inputs)
     op = "vdpbf16ps" if inputs else "vfmadd"
     assert "{1toN}" in nanotc.compile(text, target=ZEN4).nanokernels()

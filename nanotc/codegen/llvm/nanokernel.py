@@ -48,6 +48,7 @@ from nanotc.ir.values import Constant
 from nanotc.lowering.nanokernel import (
     QUAD_ELEMENTS,
     QUAD_PAIRS,
+    TAIL_QUAD_PAIRS,
     Access,
     Beta,
     GemmNanokernel,
@@ -229,13 +230,13 @@ class NanokernelEmitter:
             column = [
                 vec.zeros(vec.vector_type(element, p.compute_lanes(v))) for v in range(p.vectors)
             ]
-            return column * p.columns
+            return self._tail_quad_lanes(column * p.columns, to_kernel=True)
         tile = [
             self._load_c(v, self._c_pointer(c, j, v), None, c.type.element.size, self.masks[v])
             for j in range(p.columns)
             for v in range(p.vectors)
         ]
-        return self._reordered(tile, to_kernel=True)
+        return self._tail_quad_lanes(self._reordered(tile, to_kernel=True), to_kernel=True)
 
     def _reordered(self, acc: Accumulators, to_kernel: bool) -> Accumulators:
         """The tile's rows from memory order into the kernel's (`GemmNanokernel.kernel_row`)
@@ -463,6 +464,7 @@ class NanokernelEmitter:
         b, p = self.b, self.p
         b_bases, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
         pairs = self._pair_loads(a, b_k_stride)
+        tail = p.vectors - 1 if p.tail_quads else None
         copies = range(1, p.vectors) if p.b_per_vector else ()
         bases = [b_bases] + [self._b_columns(bm, copy=True)[0] for _ in copies]
 
@@ -473,7 +475,30 @@ class NanokernelEmitter:
             for j in range(p.columns):
                 for v, bj in enumerate(b_pairs(j, k, second)):
                     index = j * p.vectors + v
-                    out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
+                    if v == tail:
+                        out[index] = self._tail_pair_dot(out[index], a_vectors[v], bj)
+                    else:
+                        out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
+            return out
+
+        def quads_of_k(k: ir.Value, acc: Accumulators) -> Accumulators:
+            """Four k: two pair steps of the other vectors, one step of the tail's quads."""
+            out = list(acc)
+            for first in (k, b.add(k, const(2))):
+                a_vectors = pairs.a_pairs(first, True)[:tail]
+                for j in range(p.columns):
+                    for v, bj in enumerate(b_pairs(j, first, True)[:tail]):
+                        index = j * p.vectors + v
+                        out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
+            a_quads = pairs.tail_quads(k, tail)
+            for j in range(p.columns):
+                index = j * p.vectors + tail
+                out[index] = vec.bf16_dot(
+                    b,
+                    out[index],
+                    a_quads,
+                    pairs.b_quad_splat(bases[tail if p.b_per_vector else 0][j], k),
+                )
             return out
 
         def b_pairs(j: int, k: ir.Value, second: bool) -> list[ir.Value]:
@@ -506,7 +531,11 @@ class NanokernelEmitter:
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
             return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False, aligned=True)
         start: Dim = 0
-        if p.b_quads:
+        if p.tail_quads:
+            start = _round_down(b, depth, 2 * TAIL_QUAD_PAIRS)
+            acc = carried_loop(b, 0, start, 2 * TAIL_QUAD_PAIRS, acc, quads_of_k, name="k",
+                               unroll=False, aligned=True)  # fmt: skip
+        elif p.b_quads:
             start = _round_down(b, depth, 2 * QUAD_PAIRS)
             acc = carried_loop(
                 b, 0, start, 2 * QUAD_PAIRS, acc, quad_step, name="k", unroll=False, aligned=True
@@ -517,6 +546,43 @@ class NanokernelEmitter:
             return acc
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
         return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
+
+    def _tail_pair_dot(self, acc: ir.Value, pairs: ir.Value, other: ir.Value) -> ir.Value:
+        """One K pair into a tail of K quads (`GemmNanokernel.tail_quads`): the pairs in the
+        even lanes, the odd ones left as they are (masked: a zero there would meet B's
+        elements of the pair, and 0 x inf is NaN)."""
+        b = self.b
+        lanes = pairs.type.count
+        spread = b.shuffle_vector(pairs, vec.zeros(pairs.type), ir.Constant(
+            vec.vector_type(I32, 2 * lanes), [i // 2 + (lanes if i % 2 else 0)
+                                              for i in range(2 * lanes)]))  # fmt: skip
+        other = vec.splat(b, b.extract_element(other, const(0, I32)), 2 * lanes)
+        even = ir.Constant(vec.vector_type(ir.IntType(1), 2 * lanes),
+                           [i % 2 == 0 for i in range(2 * lanes)])  # fmt: skip
+        return b.select(even, vec.bf16_dot(b, acc, spread, other), acc)
+
+    def _tail_quad_lanes(self, acc: Accumulators, to_kernel: bool) -> Accumulators:
+        """The tail's accumulators from C's lanes into K quads' (row r in lanes 2r and
+        2r + 1, the second zero) or back (the two added)."""
+        p, b = self.p, self.b
+        if not p.tail_quads:
+            return acc
+        out = list(acc)
+        for j in range(p.columns):
+            index = j * p.vectors + p.vectors - 1
+            x = acc[index]
+            if to_kernel:
+                lanes = x.type.count
+                picks = [i // 2 + (lanes if i % 2 else 0) for i in range(2 * lanes)]
+                out[index] = b.shuffle_vector(x, vec.zeros(x.type), ir.Constant(
+                    vec.vector_type(I32, 2 * lanes), picks))  # fmt: skip
+            else:
+                lanes = x.type.count // 2
+                halves = [b.shuffle_vector(x, x, ir.Constant(vec.vector_type(I32, lanes),
+                                                             [2 * i + h for i in range(lanes)]))
+                          for h in (0, 1)]  # fmt: skip
+                out[index] = b.fadd(*halves)
+        return out
 
     def _lanes_of(self, x: ir.Value, v: int) -> ir.Value:
         """A full-width operand (B's broadcast, alpha, beta) as vector v computes it."""
@@ -694,7 +760,7 @@ class NanokernelEmitter:
     # -- the epilogue --------------------------------------------------------------------------
     def epilogue(self, acc: Accumulators, c: MemrefValue) -> None:
         p, b = self.p, self.b
-        acc = self._reordered(acc, to_kernel=False)
+        acc = self._reordered(self._tail_quad_lanes(acc, to_kernel=False), to_kernel=False)
         if p.atomic:
             self._atomic_epilogue(acc, c)
             return
@@ -965,6 +1031,26 @@ class _PairLoads:
         # opaque (an AVX-512 register), or LLVM folds each shuffle back into a broadcast load
         repeated = opaque_value(b, repeated, "v")
         return [vec.in_lane_splat(b, repeated, t, QUAD_PAIRS) for t in range(QUAD_PAIRS)]
+
+    def tail_quads(self, k: ir.Value, v: int) -> ir.Value:
+        """The tail vector v's K quads (`GemmNanokernel.tail_quads`): lane 2r holds
+        (A[r, k], A[r, k+1]), lane 2r + 1 (A[r, k+2], A[r, k+3]), for its rows r: the four
+        columns' rows transposed by two interleaves of columns and one of pairs."""
+        b, lanes = self.b, self.p.vector_lanes(v)
+        rows = vec.vector_type(I16, lanes)
+        columns = [self._column(b.add(k, const(i)), v, rows, self.masks[v]) for i in range(4)]
+        halves = [
+            b.bitcast(vec.interleave(b, columns[i], columns[i + 1]), vec.vector_type(I32, lanes))
+            for i in (0, 2)
+        ]
+        return vec.interleave(b, *halves)
+
+    def b_quad_splat(self, base: ir.Value, k: ir.Value) -> ir.Value:
+        """B[k:k+4, j] (adjacent along K) in every 64-bit lane of the tail's quads."""
+        b = self.b
+        lanes = 2 * self.p.vector_lanes(self.p.vectors - 1)
+        quad = b.load(element_ptr(b, base, ScalarType.BF16, k), typ=ir.IntType(64), align=2)
+        return b.bitcast(vec.splat(b, quad, lanes // 2), vec.vector_type(I32, lanes))
 
     def b_pair(self, base: ir.Value, k: ir.Value, second: bool) -> ir.Value:
         """(B[k, j], B[k+1, j]) as one i32: a single load where the two are adjacent."""
