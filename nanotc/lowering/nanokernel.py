@@ -15,7 +15,8 @@ nanokernel's instruction sequence (`nanotc compile --emit nano`); the LLVM emitt
 
 A one-vector f32 tile whose FMAs start faster than the load ports take broadcasts may take
 B's elements of its even columns four at a time instead, from one 128-bit load and in-lane
-shuffles (`fma_b_quads`).
+shuffles (`fma_b_quads`). A bf16 dot tile of two vectors may run a last vector of 4 rows or
+fewer in one twice as wide whose lane pairs hold two K pairs of a row (`tail_k_quads`).
 
 A one-vector tile that is all of C, with K unrolled, may instead keep A resident
 (`column_group`): A's K vectors are loaded once, then the columns go through the steps above
