@@ -493,12 +493,8 @@ class NanokernelEmitter:
             a_quads = pairs.tail_quads(k, tail)
             for j in range(p.columns):
                 index = j * p.vectors + tail
-                out[index] = vec.bf16_dot(
-                    b,
-                    out[index],
-                    a_quads,
-                    pairs.b_quad_splat(bases[tail if p.b_per_vector else 0][j], k),
-                )
+                b_quad = pairs.b_quad_splat(bases[tail if p.b_per_vector else 0][j], k)
+                out[index] = vec.bf16_dot(b, out[index], a_quads, b_quad)
             return out
 
         def b_pairs(j: int, k: ir.Value, second: bool) -> list[ir.Value]:
@@ -552,13 +548,11 @@ class NanokernelEmitter:
         even lanes, the odd ones left as they are (masked: a zero there would meet B's
         elements of the pair, and 0 x inf is NaN)."""
         b = self.b
-        lanes = pairs.type.count
-        spread = b.shuffle_vector(pairs, vec.zeros(pairs.type), ir.Constant(
-            vec.vector_type(I32, 2 * lanes), [i // 2 + (lanes if i % 2 else 0)
-                                              for i in range(2 * lanes)]))  # fmt: skip
-        other = vec.splat(b, b.extract_element(other, const(0, I32)), 2 * lanes)
-        even = ir.Constant(vec.vector_type(ir.IntType(1), 2 * lanes),
-                           [i % 2 == 0 for i in range(2 * lanes)])  # fmt: skip
+        lanes = 2 * pairs.type.count
+        spread = vec.interleave(b, pairs, vec.zeros(pairs.type))
+        other = vec.splat(b, b.extract_element(other, const(0, I32)), lanes)  # B's pair, wider
+        even_lanes = [i % 2 == 0 for i in range(lanes)]
+        even = ir.Constant(vec.vector_type(ir.IntType(1), lanes), even_lanes)
         return b.select(even, vec.bf16_dot(b, acc, spread, other), acc)
 
     def _tail_quad_lanes(self, acc: Accumulators, to_kernel: bool) -> Accumulators:
@@ -572,16 +566,9 @@ class NanokernelEmitter:
             index = j * p.vectors + p.vectors - 1
             x = acc[index]
             if to_kernel:
-                lanes = x.type.count
-                picks = [i // 2 + (lanes if i % 2 else 0) for i in range(2 * lanes)]
-                out[index] = b.shuffle_vector(x, vec.zeros(x.type), ir.Constant(
-                    vec.vector_type(I32, 2 * lanes), picks))  # fmt: skip
+                out[index] = vec.interleave(b, x, vec.zeros(x.type))
             else:
-                lanes = x.type.count // 2
-                halves = [b.shuffle_vector(x, x, ir.Constant(vec.vector_type(I32, lanes),
-                                                             [2 * i + h for i in range(lanes)]))
-                          for h in (0, 1)]  # fmt: skip
-                out[index] = b.fadd(*halves)
+                out[index] = b.fadd(*vec.deinterleave(b, x))
         return out
 
     def _lanes_of(self, x: ir.Value, v: int) -> ir.Value:

@@ -245,6 +245,16 @@ def interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value, count: int = 0) -
     return b.shuffle_vector(low, high, ir.Constant(vector_type(I32, 2 * n), order))
 
 
+def deinterleave(b: ir.IRBuilder, v: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """v's even lanes and its odd lanes, each a vector of half v's lanes (`interleave`'s
+    inverse)."""
+    n = v.type.count // 2
+    return tuple(  # type: ignore[return-value]
+        b.shuffle_vector(v, v, ir.Constant(vector_type(I32, n), [2 * i + h for i in range(n)]))
+        for h in (0, 1)
+    )
+
+
 def interleave_halves(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """The two halves of v interleaved: v[0], v[n], v[1], v[n+1], ... (n lanes a half: two
     adjacent columns of bf16 loaded as one vector into K pairs, by one vpermw)."""
