@@ -612,11 +612,11 @@ def fma_b_quads(inst: TileGemm | TileBatchGemm, target: Target, k: int | None, l
     accumulators of a step (`columns`), their quads and QUAD_SPARE_REGISTERS fit the
     registers. Not for a batch member picked by the group id (taken to arrive from memory:
     the quads wait for B's lines with the FMAs; 8x16x8, 8x8x16, 8x5x13 ran 0.94-0.97x).
-    Measured and left out: K loops
-    of quads (in L2 8x8x32, 8x12x32 1.05-1.09x, but from memory 0.89-0.92x), and a narrow
-    tile beside taller ones, where the gemm's FMAs set the pace and the shuffles take their
-    units' time (56x9x9, 56x9x12, 56x9x16, whose last 8 rows take tiles of their own,
-    0.96-0.99x)."""
+    Measured and left out: K loops of quads (in L2 8x8x32, 8x12x32 1.05-1.09x, but from
+    memory 0.89-0.92x), f64 pairs (in L2 1.07-1.18x, loop members from memory 0.79-0.93x),
+    and a narrow tile beside taller ones, where the gemm's FMAs set the pace and the
+    shuffles take their units' time (56x9x9, 56x9x12, 56x9x16, whose last 8 rows take tiles
+    of their own, 0.96-0.99x)."""
     if not isinstance(inst, TileGemm) or not one_vector_fmas or on_group_views(inst):
         return False
     b_k = 1 if inst.trans_b is Transpose.T else 0
