@@ -643,7 +643,9 @@ def tail_k_quads(inst: TileGemm | TileBatchGemm, k: int | None, vectors: int,
     (members of a loop), against the xmm tail: 20x9x20 1.05-1.07x (two threads 1.05x),
     17x6x24 1.10x, 20x12x32 and 20x4x40 1.05x, 18x9x16 and 20x9x16 1.04-1.05x, 19x9x20
     1.03x, 20x16x20 1.01x; members of a loop over 100 MB 1.02-1.03x. Only for tiles of two
-    vectors (three or more: 35x9x35, 36x9x36, 52x6x12 ran 0.93-0.94x) with a static K of at
+    vectors, whose tail reads B on its own anyway (`reads_b_per_vector`): tiles of three or
+    more share each broadcast of B among their vectors, and the tail's 64-bit broadcasts
+    are then loads of their own (35x9x35, 36x9x36, 52x6x12 ran 0.93-0.94x); a static K of at
     least TAIL_QUAD_MIN_K (20x9x8 0.98x, 19x5x13 0.98x, though 17x9x8 1.09x), B's column
     along K, in a gemm's tile (not a batch-reduce loop's, nor on A's VNNI panels), not a
     batch member picked by the group id (from memory 0.93-0.96x)."""
