@@ -469,11 +469,13 @@ class NanokernelEmitter:
         bases = [b_bases] + [self._b_columns(bm, copy=True)[0] for _ in copies]
 
         def step(k: ir.Value, acc: Accumulators, second: bool = True,
-                 a_vectors: list[ir.Value] | None = None) -> Accumulators:  # fmt: skip
-            a_vectors = a_vectors or pairs.a_pairs(k, second)
+                 a_vectors: list[ir.Value] | None = None,
+                 count: int = p.vectors) -> Accumulators:  # fmt: skip
+            """One K pair of the tile's first `count` vectors."""
+            a_vectors = a_vectors or pairs.a_pairs(k, second, count)
             out = list(acc)
             for j in range(p.columns):
-                for v, bj in enumerate(b_pairs(j, k, second)):
+                for v, bj in enumerate(b_pairs(j, k, second, count)):
                     index = j * p.vectors + v
                     if v == tail:
                         out[index] = self._tail_pair_dot(out[index], a_vectors[v], bj)
@@ -483,13 +485,8 @@ class NanokernelEmitter:
 
         def quads_of_k(k: ir.Value, acc: Accumulators) -> Accumulators:
             """Four k: two pair steps of the other vectors, one step of the tail's quads."""
-            out = list(acc)
-            for first in (k, b.add(k, const(2))):
-                a_vectors = pairs.a_pairs(first, True)[:tail]
-                for j in range(p.columns):
-                    for v, bj in enumerate(b_pairs(j, first, True)[:tail]):
-                        index = j * p.vectors + v
-                        out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
+            assert tail is not None
+            out = step(b.add(k, const(2)), step(k, acc, count=tail), count=tail)
             a_quads = pairs.tail_quads(k, tail)
             for j in range(p.columns):
                 index = j * p.vectors + tail
@@ -497,16 +494,18 @@ class NanokernelEmitter:
                 out[index] = vec.bf16_dot(b, out[index], a_quads, b_quad)
             return out
 
-        def b_pairs(j: int, k: ir.Value, second: bool) -> list[ir.Value]:
-            """Column j's pair of step k as each vector computes with it: one broadcast,
-            or where the pair is one load, from each vector's copy of B (`b_per_vector`)."""
+        def b_pairs(j: int, k: ir.Value, second: bool, count: int = p.vectors
+                    ) -> list[ir.Value]:  # fmt: skip
+            """Column j's pair of step k as each of the first `count` vectors computes with
+            it: one broadcast, or where the pair is one load, from each vector's copy of B
+            (`b_per_vector`)."""
             if p.b_per_vector and second and b_k_stride == 1:
                 return [
                     vec.splat(b, pairs.b_pair(bases[v][j], k, second), p.compute_lanes(v))
-                    for v in range(p.vectors)
+                    for v in range(count)
                 ]
             bj = self._broadcast(pairs.b_pair(b_bases[j], k, second))
-            return [self._lanes_of(bj, v) for v in range(p.vectors)]
+            return [self._lanes_of(bj, v) for v in range(count)]
 
         def quad_step(k: ir.Value, acc: Accumulators) -> Accumulators:
             """QUAD_PAIRS steps, the even columns' pairs from one load each."""
@@ -926,13 +925,15 @@ class _PairLoads:
         self.a_k_stride, self.b_k_stride = a_k_stride, b_k_stride
         self.pairs = vec.vector_type(I32, p.lanes)
 
-    def a_pairs(self, k: ir.Value, second: bool) -> list[ir.Value]:
-        """Every vector's pairs (A[r, k], A[r, k+1]) of its rows (`kernel_row`)."""
+    def a_pairs(self, k: ir.Value, second: bool, count: int | None = None) -> list[ir.Value]:
+        """The pairs (A[r, k], A[r, k+1]) of the rows (`kernel_row`) of every vector, or of
+        the first `count` (not within an unpacked pair)."""
         p = self.p
+        count = p.vectors if count is None else count
         if self.packed:
-            return [self._panel_pairs(k, v) for v in range(p.vectors)]
+            return [self._panel_pairs(k, v) for v in range(count)]
         unpacked = [x for q in range(p.unpacked_pairs) for x in self._unpacked(k, q, second)]
-        rest = range(2 * p.unpacked_pairs, p.vectors)
+        rest = range(2 * p.unpacked_pairs, count)
         return unpacked + [self._interleaved(k, v, second) for v in rest]
 
     def _panel_pairs(self, k: ir.Value, v: int) -> ir.Value:
