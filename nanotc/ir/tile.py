@@ -13,7 +13,8 @@ parser does not accept them.
 with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vector length,
 `rows <= mr`, the rows beyond `rows` masked off) held in vector registers for the whole K loop.
 Its optional `next a/b/c` views are the next batch member's operands: the K loop prefetches
-this tile's share of their cache lines (`nanotc.lowering.prefetch`).
+this tile's share of their cache lines into L1 (`nanotc.lowering.prefetch`). With `later d`,
+the same K steps ask for the same lines of the member d groups after the next one into L2.
 
 `tile.row_dots` computes the last few rows of C (`rows`, at most 4) as dot products along K:
 
@@ -153,11 +154,12 @@ class TileGemm(Instruction):
     next_a = optional_operand()
     next_b = optional_operand()
     next_c = optional_operand()
+    later = attribute(IntAttr(), default=0)  # groups from the next member to the later one
     syntax = (
         "{trans_a}{trans_b}{atomic}{pairs}{padded}{fetched}{resident} "
         "$alpha , $a , $b , $beta , $c [ $row , $col ] "
         "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
-        "( next c $next_c )? : " + _TILE_TYPES
+        "( next c $next_c )? ( later {later} )? : " + _TILE_TYPES
     )
 
     def next_views(self) -> list[tuple[Value, bool]]:

@@ -72,7 +72,7 @@ def test_k_loops_prefetch_a_share_of_the_next_members_lines(ty: str, m: int) -> 
     """Operands from a quarter of L1 to a quarter of L2 (f32 64^3: 48 KiB, which up front
     would evict the current member's lines; f64 128^3: 384 KiB): each K loop step asks for
     a line of the next A and B (prefetcht0) and C (prefetchw), not a burst before the gemm,
-    until the tile has asked for its share. The QUIET_LOOP_STEPS or more steps after that
+    until the tile has asked for its share, and the same lines of the later member into L2. The QUIET_LOOP_STEPS or more steps after that
     run as a loop of their own that asks for none of the next member's lines."""
     compilation = compiled(batched(ty, m, m, m), "avx512")
     assert "next c %" in compilation.tiled()
@@ -80,6 +80,7 @@ def test_k_loops_prefetch_a_share_of_the_next_members_lines(ty: str, m: int) -> 
     asking = [loop for loop in k_loops if loop.count("prefetchw")]
     assert asking and len(asking) < len(k_loops)
     assert all(loop.count("prefetcht0") >= 2 for loop in asking)
+    assert all(loop.count("prefetcht1") >= 3 for loop in asking)  # the later A, B and C
     assert not any(loop.stack_accesses() for loop in k_loops)
 
 
@@ -122,14 +123,51 @@ def test_a_tile_asks_for_no_lines_past_its_share() -> None:
     fully unrolled K steps each ask for their share of each next-member view and then for
     the share's last line again, not on into the next group's lines: in program order every
     view's lines are asked for once through, in order."""
-    code = compiled(batched("f32", 16, 24, 16), "avx512").assembly()
+    asked = _asked_lines(compiled(batched("f32", 16, 24, 16), "avx512").assembly())
+    into_l1 = {key: lines for key, lines in asked.items() if key[0] != "prefetcht1"}
+    assert len(into_l1) == 3  # next A, B (prefetcht0) and C (prefetchw)
+    for lines in into_l1.values():
+        assert lines == sorted(lines)
+        assert set(lines) == set(range(max(lines) + 1))
+
+
+def test_the_later_members_same_lines_go_to_l2() -> None:
+    """`later 1` (the member after the next, one member on): after each line asked for
+    into L1, the K step asks for the same line of the later member into L2 (prefetcht1, to
+    be read even for C: x86 has no prefetchw into L2), one batch stride on from it (the
+    stride as a constant displacement, no register of its own)."""
+    compilation = compiled(batched("f32", 16, 24, 16), "avx512")
+    assert all(" later 1 :" in t for t in tile_gemms(compilation.tiled()))
+    asked = _asked_lines(compilation.assembly())
+    strides = {"prefetcht0": [16 * 16 * 4, 16 * 24 * 4], "prefetchw": [16 * 24 * 4]}
+    into_l1 = [(key, lines) for key, lines in asked.items() if key[0] != "prefetcht1"]
+    for (kind, address), lines in into_l1:
+        stride = asked[("prefetcht1", address)][0] * 64 - lines[0] * 64
+        assert stride in strides[kind]
+        assert asked[("prefetcht1", address)] == [line + stride // 64 for line in lines]
+    assert len(asked) == 2 * len(into_l1) == 6
+
+
+def _asked_lines(code: str) -> dict[tuple[str, str], list[int]]:
+    """The lines each prefetch of the listing asks for, in program order, by its kind and
+    address registers."""
     asked: dict[tuple[str, str], list[int]] = {}
     for kind, offset, address in re.findall(r"(prefetch\w+)\s+(-?\d*)\(([^)]*)\)", code):
         asked.setdefault((kind, address), []).append(int(offset or 0) // 64)
-    assert len(asked) == 3  # next A, B (prefetcht0) and C (prefetchw)
-    for lines in asked.values():
-        assert lines == sorted(lines)
-        assert set(lines) == set(range(max(lines) + 1))
+    return asked
+
+
+def test_no_later_member_where_a_batch_stride_is_dynamic() -> None:
+    """The later member's lines are a constant stride from the next member's: with B's
+    batch stride known only at run time, the tiles ask for the next member's lines only."""
+    b_type = "memref<f32x64x64x?,strided<1,64,?>>"
+    text = batched("f32", 64, 64, 64).replace("memref<f32x64x64x?>, %C", f"{b_type}, %C")
+    text = text.replace("%B[:,:,%g] : memref<f32x64x64x?>", f"%B[:,:,%g] : {b_type}")
+    compilation = compiled(text, "avx512")
+    tiles = tile_gemms(compilation.tiled())
+    assert tiles and all("next b %" in t and "later" not in t for t in tiles)
+    code = compilation.assembly()
+    assert "prefetcht1" not in code and "prefetcht0" in code
 
 
 @pytest.mark.parametrize(
@@ -140,9 +178,11 @@ def test_a_tile_asks_for_no_lines_past_its_share() -> None:
 def test_the_smallest_members_prefetch_further_ahead(
     ty: str, m: int, n: int, k: int, distance: int
 ) -> None:
-    """As many members ahead as fill an eighth of L1 (6 KiB on avx512), at least one."""
+    """As many members ahead as fill an eighth of L1 (6 KiB on avx512), at least one; the
+    member whose lines go to L2 as far again ahead."""
     tiled = compiled(batched(ty, m, n, k), "avx512").tiled()
     assert set(re.findall(r"arith\.add %g, (\d+)", tiled)) == {str(distance)}
+    assert set(re.findall(r" later (\d+) :", tiled)) == {str(distance)}
 
 
 @pytest.mark.parametrize(

@@ -218,6 +218,10 @@ def carried_loop(
 
 
 CACHE_LINE_BYTES = 64
+# llvm.prefetch's locality operand: 3 keeps the line in every level (x86: prefetcht0), 2 in
+# L2 and beyond (prefetcht1)
+L1_LOCALITY = 3
+L2_LOCALITY = 2
 
 # LLVM loop hints (https://llvm.org/docs/LangRef.html#llvm-loop): a name and its operand
 LoopHint = tuple[str, ir.Constant | None]
@@ -298,7 +302,14 @@ def _float_suffix(t: ir.Type) -> str:
 
 def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
     """Ask for the cache line of `ptr` in L1 (to be written: `write`); never faults."""
-    args = [ptr, const(int(write), I32), const(3, I32), const(1, I32)]
+    args = [ptr, const(int(write), I32), const(L1_LOCALITY, I32), const(1, I32)]
+    intrinsic(b, "llvm.prefetch.p0", ir.VoidType(), args)
+
+
+def prefetch_into_l2(b: ir.IRBuilder, ptr: ir.Value) -> None:
+    """Ask for the cache line of `ptr` in L2 (x86: prefetcht1), to be read: x86's
+    prefetchw has no L2 form. Never faults."""
+    args = [ptr, const(0, I32), const(L2_LOCALITY, I32), const(1, I32)]
     intrinsic(b, "llvm.prefetch.p0", ir.VoidType(), args)
 
 

@@ -27,6 +27,7 @@ from nanotc.codegen.llvm.helpers import (
     mul,
     opaque_value,
     prefetch,
+    prefetch_into_l2,
     sub,
 )
 from nanotc.codegen.llvm.output import OutputUpdate, write_output
@@ -54,7 +55,7 @@ from nanotc.lowering.nanokernel import (
     GemmNanokernel,
     plan,
 )
-from nanotc.lowering.prefetch import QUIET_LOOP_STEPS, lines_asked, lines_per_step
+from nanotc.lowering.prefetch import QUIET_LOOP_STEPS, later_bytes, lines_asked, lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
@@ -109,9 +110,11 @@ class _TileOfC:
 class _LineShare:
     """Lines of one view a tile prefetches: `per_step` lines per K step from line `first`,
     none past line `end` (the last of its share, or of the view), all of them in the first
-    `steps` K steps."""
+    `steps` K steps. The same lines `later` bytes on, those of the later member, are asked
+    for into L2 alongside (none where `later` is 0)."""
 
     base: ir.Value
+    later: int
     first: Dim
     per_step: int
     steps: int
@@ -123,6 +126,9 @@ class _LineShare:
             line = minimum(b, add(b, self.first, add(b, mul(b, k, self.per_step), i)), self.end)
             offset = as_value(b, mul(b, line, CACHE_LINE_BYTES))
             prefetch(b, b.gep(self.base, [offset], source_etype=I8), self.write)
+            if self.later:
+                later = as_value(b, add(b, mul(b, line, CACHE_LINE_BYTES), self.later))
+                prefetch_into_l2(b, b.gep(self.base, [later], source_etype=I8))
 
 
 def _span_bytes(t: MemRefType) -> int:
@@ -673,7 +679,7 @@ class NanokernelEmitter:
         b = self.b
         elements_before = add(b, mul(b, self.col, m), mul(b, self.row, inst.nr))
         shares = []
-        for view, write in inst.next_views():
+        for (view, write), later in zip(inst.next_views(), later_bytes(inst), strict=True):
             lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
             tile_elements = inst.mr * self.p.columns
@@ -681,7 +687,8 @@ class NanokernelEmitter:
             asked = lines_asked(lines, tile_elements, m * n, depth)
             end = minimum(b, add(b, first, asked - 1), lines - 1)
             base = self.e.value(view).ptr
-            shares.append(_LineShare(base, first, per_step, asked // per_step, end, write))
+            steps = asked // per_step
+            shares.append(_LineShare(base, later, first, per_step, steps, end, write))
         return shares
 
     def _prefetch_a(self, a: MemrefValue, base: ir.Value, k_stride: Dim, k: Dim) -> None:
