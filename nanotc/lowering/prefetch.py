@@ -12,24 +12,24 @@ and 20x9x20: 2, 0.95-1.08x).
 Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 that
 the target's hardware prefetchers are not left to stream (`left_to_hardware`):
 
-- Streamed by the tiles (`stream_next_group`, after tiling): f32 and f64 operands of static
-  shapes and strides, and bf16 ones into f32 on targets that widen them to f32 FMAs (the
-  same K loops: `streamed_types`). Each `tile.gemm` on such views gets the next member's
-  views (`next a/b/c`), and its K loop prefetches its share of their cache lines, a few
-  lines per step (`codegen/llvm/nanokernel.py`): the share of the tile's part of C, so the
-  tiles of one gemm together cover every line once. Where every operand's batch stride is
-  static, the tile is also told of a later member (`later`, as far again ahead), and each
-  K step asks for the same lines of it into L2 (prefetcht1, one batch stride on as a
-  constant displacement: no register; past the batch for the last groups, where a
-  prefetch does not fault, as `test_results_with_prefetching` runs). The L1 asks then find their lines in L2, as when
+- Streamed by the tiles (`stream_next_group`, after tiling): f32, f64 and bf16 operands of
+  static shapes and strides (`streamed_types`). Each `tile.gemm` on such views gets the
+  next member's views (`next a/b/c`), and its K loop prefetches its share of their cache
+  lines, a few lines per step (`codegen/llvm/nanokernel.py`; per K pair in dot-product
+  tiles): the share of the tile's part of C, so the tiles of one gemm together cover every
+  line once. Where every operand's batch stride is static, the tile is also told of a
+  later member (`later`, as far again ahead), and each K step asks for the same lines of it
+  into L2 (prefetcht1, one batch stride on as a constant displacement: no register; past
+  the batch for the last groups, where a prefetch does not fault, as
+  `test_results_with_prefetching` runs). The L1 asks then find their lines in L2, as when
   the batch is cache-resident, instead of holding a miss buffer for a trip to memory each.
   W2's batches from memory on Zen 4, one thread, against the L1 asks alone: f32 64^3
   1.06x, 96^3 1.14x, f64 32^3 to 64^3 1.09-1.13x, f32 32^3 and 64x64x40 1.00x; from L2,
   1.00x. Its distance hardly matters (three or four times as far: within 1%).
 - All at once before the gemm (`prefetch_next_group`, before tiling: `tile.prefetch`): the
-  other gemms (f16 operands, bf16 ones whose AMX or dot-product kernels do not stream;
-  run-time strides), small ones only, at most a quarter of L1, as the next group's lines
-  then do not evict the current group's. Larger ones evicted them (f32 64^3: 0.78-0.85x).
+  other gemms (f16 operands, bf16 ones on AMX targets; run-time strides), small ones
+  only, at most a quarter of L1, as the next group's lines then do not evict the current
+  group's. Larger ones evicted them (f32 64^3: 0.78-0.85x).
   bf16 gemms on AMX pack their operands, reading them in order themselves (memory-bound
   batches of 128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
 
@@ -179,12 +179,19 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
 
 
 def streamed_types(target: Target) -> tuple[ScalarType, ...]:
-    """Operand types whose batch members the tiles stream: f32 and f64, and bf16 where the
-    target widens it to f32 FMAs, whose K loops are those of f32 (W2's shapes in bf16 from
-    memory on a Zen 3, one thread, against the prefetch up front: 56x9x9 2.06-2.12x, 16^3
-    1.3-1.4x, 32^3 0.94-1.13x, 35x9x35 1.11x, 20x9x20 1.06x, 64^3 1.01x, 8^3 0.97-1.01x)."""
-    widened = () if target.bf16_dot or target.amx else (ScalarType.BF16,)
-    return (ScalarType.F32, ScalarType.F64, *widened)
+    """Operand types whose batch members the tiles stream: f32, f64 and bf16, but for bf16
+    on AMX targets, whose bf16 gemms pack their operands.
+
+    bf16 widened to f32 FMAs runs the K loops of f32 (W2's shapes from memory on a Zen 3,
+    one thread, against the prefetch up front: 56x9x9 2.06-2.12x, 16^3 1.3-1.4x, 32^3
+    0.94-1.13x, 35x9x35 1.11x, 20x9x20 1.06x, 64^3 1.01x, 8^3 0.97-1.01x). bf16 dot-product
+    tiles ask per K pair or quad of pairs (Zen 4, from memory, against the hardware
+    prefetchers alone, one thread: 96^3 1.61x, 128^3 1.47x, 64x64x128 1.19x, 64x48x64
+    1.08x, 64^3 1.05x, 56^3 1.04x, 48^3 1.03x; two threads 128^3 1.48x, 64^3 1.15-1.91x;
+    from L2 1.00-1.01x. Against the prefetch up front, the hardware prefetchers left out:
+    16^3 1.58x, 20x9x20 1.52x, 32^3 2.13x, 8^3 0.98x)."""
+    bf16 = () if target.amx else (ScalarType.BF16,)
+    return (ScalarType.F32, ScalarType.F64, *bf16)
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:

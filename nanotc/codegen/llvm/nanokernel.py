@@ -142,6 +142,18 @@ def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
     return x // y if isinstance(x, int) else b.udiv(x, const(y))
 
 
+def _fetching_first(
+    fetch: Callable[[Dim], None], body: Callable[..., Accumulators]
+) -> Callable[[ir.Value, Accumulators], Accumulators]:
+    """A K loop's `body` after asking for its iteration's lines of the next member."""
+
+    def fetched(k: ir.Value, acc: Accumulators) -> Accumulators:
+        fetch(k)
+        return body(k, acc)
+
+    return fetched
+
+
 class _BQuads:
     """B's elements of a tile's even columns four k steps at a time (`GemmNanokernel.b_quads`
     of an FMA tile, K unrolled): at a quad's first step each column's four elements are
@@ -526,27 +538,52 @@ class NanokernelEmitter:
 
         if resident is not None:
             assert isinstance(depth, int)  # a resident tile's K is static
+            fetch = self._fetching(-(-depth // 2), 2)
             for q, a_vectors in enumerate(resident):
+                fetch(const(2 * q))
                 acc = step(const(2 * q), acc, 2 * q + 1 < depth, a_vectors)
             return acc
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
-            return carried_loop(b, 0, depth, 2, acc, step, name="k", unroll=False, aligned=True)
+            body = _fetching_first(self._fetching(_udiv(b, add(b, depth, 1), 2), 2), step)
+            return carried_loop(b, 0, depth, 2, acc, body, name="k", unroll=False, aligned=True)
         start: Dim = 0
+        pair_step = step
         if p.tail_quads:
+            # never on group members (`tail_k_quads`), so none of its steps fetch
             start = _round_down(b, depth, 2 * TAIL_QUAD_PAIRS)
             acc = carried_loop(b, 0, start, 2 * TAIL_QUAD_PAIRS, acc, quads_of_k, name="k",
                                unroll=False, aligned=True)  # fmt: skip
         elif p.b_quads:
             start = _round_down(b, depth, 2 * QUAD_PAIRS)
+            fetch = self._fetching(_udiv(b, depth, 2 * QUAD_PAIRS), 2 * QUAD_PAIRS)
+            body = _fetching_first(fetch, quad_step)
             acc = carried_loop(
-                b, 0, start, 2 * QUAD_PAIRS, acc, quad_step, name="k", unroll=False, aligned=True
+                b, 0, start, 2 * QUAD_PAIRS, acc, body, name="k", unroll=False, aligned=True
             )
+        else:
+            pair_step = _fetching_first(self._fetching(_udiv(b, depth, 2), 2), step)
         main = _round_down(b, depth, 2)
-        acc = carried_loop(b, start, main, 2, acc, step, name="k", unroll=False, aligned=True)
+        acc = carried_loop(b, start, main, 2, acc, pair_step, name="k", unroll=False, aligned=True)
         if isinstance(depth, int) and depth % 2 == 0:
             return acc
         last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
         return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
+
+    def _fetching(self, iterations: Dim, k_step: int) -> Callable[[Dim], None]:
+        """For the `iterations` of a K loop of pairs, `k_step` k each: fetch(k) asks for the
+        iteration's part of the tile's share of the next member's lines, spread over the
+        loop (`_next_member_shares`). Its later iterations ask for the share's last line
+        again (these loops are not split as `_k_loops` splits f32's). One loop of a tile
+        asks: those of B quads (a loop of pairs after them has at most 3), of pairs else.
+        Asking per pair in B quads' iterations spilled (avx512's 12x16x16)."""
+        streamed = isinstance(iterations, int) and iterations > 0
+        shares = self._next_member_shares(iterations) if streamed else []
+
+        def fetch(k: Dim) -> None:
+            for share in shares:
+                share.prefetch(self.b, _udiv(self.b, k, k_step))
+
+        return fetch
 
     def _tail_pair_dot(self, acc: ir.Value, pairs: ir.Value, other: ir.Value) -> ir.Value:
         """One K pair into a tail of K quads (`GemmNanokernel.tail_quads`): the pairs in the
