@@ -15,11 +15,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import nanotc
 from nanotc.codegen.asm import hot_loops
+from nanotc.lowering.choices import CompileOptions, GemmChoice
 from nanotc.lowering.prefetch import first_line, lines_asked, lines_per_step
 from nanotc.targets import MEASURED_RATES, get, host
+from nanotc.tuning.tuner import gemm_sites
 
-from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable
+from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable, runs_here
 
 PREFETCHING = ("avx512", "avx2")
 """Targets whose batched gemms prefetch the next group: avx512, whose caches the rules were
@@ -274,6 +277,29 @@ def test_widened_bf16_streamed_results(shape: tuple[int, int, int], target: obje
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_resident_tile_streams_per_k_pair(rng) -> None:
+    """A tuned resident tile on a group member (K unrolled, A's pairs in registers) asks
+    for one K pair's part of the next and later members' lines at each pair, and computes
+    the product (avx512 where the host runs it)."""
+    text = batched("f32", 48, 12, 8, inputs="bf16")
+    (site,) = gemm_sites(nanotc.load(text).function("k"), get("avx512"))
+    options = CompileOptions.of({site.key: GemmChoice((3, 12))})
+    compilation = nanotc.compile(text, target="avx512", options=options, cache=False)
+    (tile,) = tile_gemms(compilation.tiled())
+    assert ".resident" in tile and "next a %" in tile and " later " in tile
+    code = compilation.assembly()
+    assert code.count("prefetcht1") >= 3 and code.count("prefetchw") >= 1
+    if runs_here("avx512"):
+        bf16 = ml_dtypes.bfloat16
+        batch = 4
+        a = np.asfortranarray(rng.uniform(-1, 1, (48, 8, batch)).astype(bf16))
+        b = np.asfortranarray(rng.uniform(-1, 1, (8, 12, batch)).astype(bf16))
+        c = np.asfortranarray(rng.uniform(-1, 1, (48, 12, batch)).astype(np.float32))
+        want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+        compilation["k"](a, b, c, group_size=batch)
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * 8)
 
 
 @pytest.mark.parametrize(

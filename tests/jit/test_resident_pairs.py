@@ -40,9 +40,10 @@ def member(m: int, n: int, k: int) -> str:
 
 def tiles(text: str, target: str = AVX512, options: CompileOptions = DEFAULT_OPTIONS
           ) -> list[str]:  # fmt: skip
-    """Each `tile.gemm` as its name and shape, e.g. `tile.gemm.n.n.resident 64 x 9`."""
+    """Each `tile.gemm` as its name and shape, e.g. `tile.gemm.n.n.resident 64 x 9` (not
+    the next batch member's views it streams)."""
     tiled = nanotc.compile(text, target=target, options=options, cache=False).tiled()
-    return [line.split()[0] + " " + line.split(" tile ")[1].split(" :")[0]
+    return [line.split()[0] + " " + line.split(" tile ")[1].split(" :")[0].split(" next ")[0]
             for line in tiled.splitlines() if "tile.gemm" in line]  # fmt: skip
 
 
