@@ -154,9 +154,10 @@ def _prefetched_up_front(g: Gemm, target: Target) -> bool:
 
 
 def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
-    """A member (static shapes) that needs more bytes per cycle of its compute at the peak
-    than the target's `hardware_prefetch_bytes_per_cycle`: the hardware prefetchers stream
-    the batch's sequential A, B and C, and prefetch instructions only get in their way.
+    """A small member (static shapes, under a quarter of L1) that needs more bytes per cycle
+    of its compute at the peak than the target's `hardware_prefetch_bytes_per_cycle`: the
+    hardware prefetchers stream the batch's sequential A, B and C, and prefetch
+    instructions only get in their way.
 
     On Zen 4 the rate is one core's memory bandwidth (6.7 bytes a cycle): W2's batches from
     memory, one thread, ran 1.03-1.45x faster without prefetch instructions on every member
@@ -165,9 +166,22 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
     64^3), which keep them. The same held for the K loop's prefetch of A's later columns
     (`GemmNanokernel.prefetches_a`): f64 16^3, 20x9x20 and 35x9x35 1.04-1.25x without it.
     Zen 3's prefetchers keep up only with the smallest members: 22 bytes a cycle, between
-    f32 16x8x8 and f64 8x8x16 (20 bytes, 0.90-0.94x without) and 8^3 (24, 1.03-1.16x)."""
+    f32 16x8x8 and f64 8x8x16 (20 bytes, 0.90-0.94x without) and 8^3 (24, 1.03-1.16x).
+
+    Larger members stream, since their tiles ask for the later member's lines into L2 as
+    well (`later`). On Zen 4 from memory, one thread, streaming against the hardware
+    prefetchers alone: members that loop over row tiles, reading each column of A and C in
+    pieces, 1.6-3.6x (f32 128x9x9, 160x9x9, 192x8x8, 256x4x4, 128x16x16; f64 48x9x48,
+    64x9x9, 72x9x9, 96x6x6); 16 other members from a quarter of L1 up 0.82-1.53x,
+    geometric mean 1.06 (W2's f64 35x9x35 and 56x9x9 1.14x; f32 40x9x40 0.82x, two threads
+    1.26x; f64 26x9x26 0.86x). Below a quarter of L1 streaming lost on 11 of the 15 members
+    measured (0.75-0.99x, W2's f32 16^3 to 56x9x9 and f64 8^3 to 20x9x20 among them); it
+    won on f64 40x9x9 (1.45x), f32 96x9x9 and 128x4x8 (1.65x, looping over rows) and
+    80x9x9 (1.11x). No rule of size or bytes per cycle told those apart."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
+        return False
+    if _member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
         return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
