@@ -228,15 +228,23 @@ def test_dot_product_tiles_stream_the_next_groups_operands(shape: tuple[int, int
 @pytest.mark.parametrize("target", runnable(ZEN4, "avx512"))
 @pytest.mark.parametrize("shape", DOT_SHAPES, ids=str)
 def test_dot_product_streamed_results(shape: tuple[int, int, int], target: object, rng) -> None:
+    compilation = compiled(batched("f32", *shape, inputs="bf16"), target)
+    assert "next a %" in compilation.tiled() or target is ZEN4  # Zen 4 leaves small ones
+    check_bf16_batch(compilation, shape, 5, rng)
+
+
+def check_bf16_batch(
+    compilation: nanotc.Compilation, shape: tuple[int, int, int], batch: int,
+    rng: np.random.Generator,
+) -> None:  # fmt: skip
+    """Runs kernel `k` (C_g += A_g B_g, bf16 A and B into f32) on `batch` random members,
+    on one thread and on two, against float64."""
     m, n, k = shape
-    batch = 5
     bf16 = ml_dtypes.bfloat16
     a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(bf16))
     b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(bf16))
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
     want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-    compilation = compiled(batched("f32", m, n, k, inputs="bf16"), target)
-    assert "next a %" in compilation.tiled() or target is ZEN4  # Zen 4 leaves small ones
     for threads in (1, 2):
         got = c.copy(order="F")
         compilation["k"](a, b, got, group_size=batch, num_threads=threads)
@@ -265,18 +273,7 @@ def test_widened_bf16_tiles_stream_the_next_groups_operands(
 @pytest.mark.parametrize("target", runnable("avx2", ZEN3))
 @pytest.mark.parametrize("shape", WIDENED_SHAPES, ids=str)
 def test_widened_bf16_streamed_results(shape: tuple[int, int, int], target: object, rng) -> None:
-    m, n, k = shape
-    batch = 7
-    bf16 = ml_dtypes.bfloat16
-    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(bf16))
-    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(bf16))
-    c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(np.float32))
-    want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-    compilation = compiled(batched("f32", m, n, k, inputs="bf16"), target)
-    for threads in (1, 2):
-        got = c.copy(order="F")
-        compilation["k"](a, b, got, group_size=batch, num_threads=threads)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    check_bf16_batch(compiled(batched("f32", *shape, inputs="bf16"), target), shape, 7, rng)
 
 
 def test_a_resident_tile_streams_per_k_pair(rng) -> None:
@@ -292,14 +289,7 @@ def test_a_resident_tile_streams_per_k_pair(rng) -> None:
     code = compilation.assembly()
     assert code.count("prefetcht1") >= 3 and code.count("prefetchw") >= 1
     if runs_here("avx512"):
-        bf16 = ml_dtypes.bfloat16
-        batch = 4
-        a = np.asfortranarray(rng.uniform(-1, 1, (48, 8, batch)).astype(bf16))
-        b = np.asfortranarray(rng.uniform(-1, 1, (8, 12, batch)).astype(bf16))
-        c = np.asfortranarray(rng.uniform(-1, 1, (48, 12, batch)).astype(np.float32))
-        want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
-        compilation["k"](a, b, c, group_size=batch)
-        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * 8)
+        check_bf16_batch(compilation, (48, 12, 8), 4, rng)
 
 
 @pytest.mark.parametrize(
