@@ -291,16 +291,15 @@ def _prefetched_operands(tile: TileGemm) -> list[Value]:
 
 
 def _group_stride_bytes(view: Value) -> int | None:
-    """Bytes from one batch member to the next along the mode a group-indexed view picks its
-    member by, where that stride is static."""
+    """Bytes from a group-indexed view's member to the next group's, where static: the
+    strides of every mode whose offset is the group id (`_next_group_view` moves them all)."""
     subview = _group_view(view)
     if subview is None:
         return None
     source = subview.source.type
     assert isinstance(source, MemRefType)
-    mode = next(i for i, o in enumerate(subview.offsets) if is_group_id(o))
-    stride = source.stride[mode]
-    return None if stride == DYNAMIC else stride * source.element.size
+    strides = [s for o, s in zip(subview.offsets, source.stride) if is_group_id(o)]
+    return None if DYNAMIC in strides else sum(strides) * source.element.size
 
 
 def _next_group_view(b: Builder, view: Subview, following: Value) -> Value:

@@ -160,6 +160,37 @@ def _asked_lines(code: str) -> dict[tuple[str, str], list[int]]:
     return asked
 
 
+DIAGONAL_C = """func @k(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: memref<f32x16x16x4x4>) {
+  %g = group_id
+  %a = subview %A[:,:,%g] : memref<f32x16x16x?>
+  %b = subview %B[:,:,%g] : memref<f32x16x16x?>
+  %c = subview %C[:,:,%g,%g] : memref<f32x16x16x4x4>
+  gemm.n.n 1.0, %a, %b, 1.0, %c : f32, memref<f32x16x16>, memref<f32x16x16>, f32, memref<f32x16x16>
+}"""
+"""C's member on the diagonal of two batch modes: one group on is both strides on."""
+
+
+def test_a_member_picked_in_two_modes_moves_by_both_strides(rng) -> None:
+    """The later C (`later 2`, as 16^3 is two members ahead on avx512) lies 2 x (256 + 1024)
+    elements on from the next: each line asked for with prefetchw is asked for 10240 bytes
+    on with prefetcht1; A's and B's 2 x 1024 bytes on. Results where the host runs avx512."""
+    compilation = compiled(DIAGONAL_C, "avx512")
+    assert all(" later 2 :" in t for t in tile_gemms(compilation.tiled()))
+    asked = _asked_lines(compilation.assembly())
+    for (kind, address), lines in asked.items():
+        if kind != "prefetcht1":
+            stride = 10240 if kind == "prefetchw" else 2048
+            assert asked[("prefetcht1", address)] == [line + stride // 64 for line in lines]
+    if runs_here("avx512"):
+        a, b = (np.asfortranarray(rng.uniform(-1, 1, (16, 16, 4)).astype(np.float32)) for _ in "ab")
+        c = np.asfortranarray(rng.uniform(-1, 1, (16, 16, 4, 4)).astype(np.float32))
+        want = c.copy()
+        for g in range(4):
+            want[:, :, g, g] += a[:, :, g].astype(np.float64) @ b[:, :, g].astype(np.float64)
+        compilation["k"](a, b, c, group_size=4)
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * 16)
+
+
 def test_no_later_member_where_a_batch_stride_is_dynamic() -> None:
     """The later member's lines are a constant stride from the next member's: with B's
     batch stride known only at run time, the tiles ask for the next member's lines only."""
