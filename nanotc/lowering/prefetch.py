@@ -12,8 +12,8 @@ and 20x9x20: 2, 0.95-1.08x).
 Two ways, for operands (A, B and C of one member together) of at most a quarter of L2 that
 the target's hardware prefetchers are not left to stream (`left_to_hardware`):
 
-- Streamed by the tiles (`stream_next_group`, after tiling): f32, f64 and bf16 operands of
-  static shapes and strides (`streamed_types`). Each `tile.gemm` on such views gets the
+- Streamed by the tiles (`stream_next_group`, after tiling): f32, f64, f16 and bf16
+  operands of static shapes and strides (`streamed_types`). Each `tile.gemm` on such views gets the
   next member's views (`next a/b/c`), and its K loop prefetches its share of their cache
   lines, a few lines per step (`codegen/llvm/nanokernel.py`; per K pair in dot-product
   tiles): the share of the tile's part of C, so the tiles of one gemm together cover every
@@ -27,11 +27,11 @@ the target's hardware prefetchers are not left to stream (`left_to_hardware`):
   1.06x, 96^3 1.14x, f64 32^3 to 64^3 1.09-1.13x, f32 32^3 and 64x64x40 1.00x; from L2,
   1.00x. Its distance hardly matters (three or four times as far: within 1%).
 - All at once before the gemm (`prefetch_next_group`, before tiling: `tile.prefetch`): the
-  other gemms (f16 operands, bf16 ones on AMX targets; run-time strides), small ones
-  only, at most a quarter of L1, as the next group's lines then do not evict the current
-  group's. Larger ones evicted them (f32 64^3: 0.78-0.85x).
-  bf16 gemms on AMX pack their operands, reading them in order themselves (memory-bound
-  batches of 128^3 and 128x128x192 ran 0.92-1.18x with the prefetch: no trend).
+  other gemms (bf16 operands on AMX targets, run-time strides), small ones only, at most
+  a quarter of L1, as the next group's lines then do not evict the current group's.
+  Larger ones evicted them (f32 64^3: 0.78-0.85x). bf16 gemms on AMX pack their
+  operands, reading them in order themselves (memory-bound batches of 128^3 and
+  128x128x192 ran 0.92-1.18x with the prefetch: no trend).
 
 A burst of prefetches up front was slower than none at f32 32^3 and 64^3 (0.83x, 0.79x):
 presumably the nanokernel waited for fill buffers, and the next lines evicted ones it still
@@ -193,8 +193,13 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
 
 
 def streamed_types(target: Target) -> tuple[ScalarType, ...]:
-    """Operand types whose batch members the tiles stream: f32, f64 and bf16, but for bf16
-    on AMX targets, whose bf16 gemms pack their operands.
+    """Operand types whose batch members the tiles stream: f32, f64, f16 and bf16, but for
+    bf16 on AMX targets, whose bf16 gemms pack their operands.
+
+    f16 A runs the K loops of f32 (its B is converted into a scratch first, which the
+    tiles do not stream). Zen 4, from memory, against the prefetch up front (32^3) or the
+    hardware prefetchers alone (the others), one / two threads: 32^3 1.48x / 1.50x, 64^3
+    1.12x / 1.13x, 96^3 1.18x, 48^3 1.02x; in L2 1.00x.
 
     bf16 widened to f32 FMAs runs the K loops of f32 (W2's shapes from memory on a Zen 3,
     one thread, against the prefetch up front: 56x9x9 2.06-2.12x, 16^3 1.3-1.4x, 32^3
@@ -205,7 +210,7 @@ def streamed_types(target: Target) -> tuple[ScalarType, ...]:
     from L2 1.00-1.01x. Against the prefetch up front, the hardware prefetchers left out:
     16^3 1.58x, 20x9x20 1.52x, 32^3 2.13x, 8^3 0.98x)."""
     bf16 = () if target.amx else (ScalarType.BF16,)
-    return (ScalarType.F32, ScalarType.F64, *bf16)
+    return (ScalarType.F32, ScalarType.F64, ScalarType.F16, *bf16)
 
 
 def _streamed(g: Gemm | TileGemm, target: Target) -> bool:

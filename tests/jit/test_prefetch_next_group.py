@@ -219,17 +219,31 @@ def test_the_smallest_members_prefetch_further_ahead(
     assert set(re.findall(r" later (\d+) :", tiled)) == {str(distance)}
 
 
-@pytest.mark.parametrize(
-    ("text", "target"),
-    [(batched("f32", 8, 8, 8, inputs="bf16"), "amx"),
-     (batched("f32", 16, 16, 16, inputs="f16"), "avx512")],
-    ids=["bf16 operands on AMX", "f16 operands"],
-)  # fmt: skip
-def test_small_gemms_the_tiles_do_not_stream_prefetch_up_front(text: str, target: str) -> None:
-    """Operands the tiles do not stream (f16; bf16 on AMX, packed) within a quarter of L1:
-    the next group's views prefetched before the gemm."""
-    tiled = compiled(text, target).tiled()
+def test_small_gemms_the_tiles_do_not_stream_prefetch_up_front() -> None:
+    """Operands the tiles do not stream (bf16 on AMX, packed) within a quarter of L1: the
+    next group's views prefetched before the gemm."""
+    tiled = compiled(batched("f32", 8, 8, 8, inputs="bf16"), "amx").tiled()
     assert tiled.count("tile.prefetch") == 3 and "next a" not in tiled
+
+
+@pytest.mark.parametrize("shape", [(16, 16, 16), (64, 64, 64)], ids=str)
+def test_f16_tiles_stream_the_next_groups_a_and_c(shape: tuple[int, int, int], rng) -> None:
+    """f16 A runs the K loops of f32, which stream the next member's A and C (B is
+    converted into a scratch first, not a group view): no prefetch up front, the K loops
+    ask for the later member's lines too. Results where the host runs avx512."""
+    compilation = compiled(batched("f32", *shape, inputs="f16"), "avx512")
+    tiled = compilation.tiled()
+    tiles = tile_gemms(tiled)
+    assert tiles and all("next a %" in t and "next c %" in t and " later " in t for t in tiles)
+    assert "tile.prefetch" not in tiled and "prefetcht1" in compilation.assembly()
+    if runs_here("avx512"):
+        m, n, k = shape
+        a = np.asfortranarray(rng.uniform(-1, 1, (m, k, 5)).astype(np.float16))
+        b = np.asfortranarray(rng.uniform(-1, 1, (k, n, 5)).astype(np.float16))
+        c = np.asfortranarray(rng.uniform(-1, 1, (m, n, 5)).astype(np.float32))
+        want = c + np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+        compilation["k"](a, b, c, group_size=5)
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * k)
 
 
 DOT_SHAPES = [(8, 8, 8), (64, 64, 64), (96, 96, 96), (20, 9, 21)]
