@@ -75,8 +75,9 @@ def test_k_loops_prefetch_a_share_of_the_next_members_lines(ty: str, m: int) -> 
     """Operands from a quarter of L1 to a quarter of L2 (f32 64^3: 48 KiB, which up front
     would evict the current member's lines; f64 128^3: 384 KiB): each K loop step asks for
     a line of the next A and B (prefetcht0) and C (prefetchw), not a burst before the gemm,
-    until the tile has asked for its share, and the same lines of the later member into L2. The QUIET_LOOP_STEPS or more steps after that
-    run as a loop of their own that asks for none of the next member's lines."""
+    until the tile has asked for its share, and the same lines of the later member into L2
+    (prefetcht1). The QUIET_LOOP_STEPS or more steps after that run as a loop of their own
+    that asks for none of the next member's lines."""
     compilation = compiled(batched(ty, m, m, m), "avx512")
     assert "next c %" in compilation.tiled()
     k_loops = hot_loops(compilation.assembly(), "k")
@@ -160,7 +161,8 @@ def _asked_lines(code: str) -> dict[tuple[str, str], list[int]]:
     return asked
 
 
-DIAGONAL_C = """func @k(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>, %C: memref<f32x16x16x4x4>) {
+DIAGONAL_C = """func @k(%A: memref<f32x16x16x?>, %B: memref<f32x16x16x?>,
+        %C: memref<f32x16x16x4x4>) {
   %g = group_id
   %a = subview %A[:,:,%g] : memref<f32x16x16x?>
   %b = subview %B[:,:,%g] : memref<f32x16x16x?>
