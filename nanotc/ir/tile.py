@@ -162,11 +162,15 @@ class TileGemm(Instruction):
         "( next c $next_c )? ( later {later} )? : " + _TILE_TYPES
     )
 
-    def next_views(self) -> list[tuple[Value, bool]]:
-        """The next member's views this tile prefetches a share of, each with whether it
-        is written (C)."""
-        views = ((self.next_a, False), (self.next_b, False), (self.next_c, True))
-        return [(v, write) for v, write in views if v is not None]
+    def next_views(self) -> list[tuple[Value, Value, bool]]:
+        """The operands whose next member's view this tile prefetches a share of: each with
+        that view and whether it is written (C)."""
+        views = (
+            (self.a, self.next_a, False),
+            (self.b, self.next_b, False),
+            (self.c, self.next_c, True),
+        )
+        return [(operand, v, write) for operand, v, write in views if v is not None]
 
 
 class TileRowDots(Instruction):

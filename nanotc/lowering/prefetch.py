@@ -86,7 +86,7 @@ def stream_next_group(func: Function, target: Target) -> None:
             view = _group_view(getattr(t, field))
             if view is not None:
                 setattr(t, f"next_{field}", following[id(view)])
-        if all(_group_stride_bytes(v) is not None for v in _prefetched_operands(t)):
+        if all(_group_stride_bytes(operand) is not None for operand, _, _ in t.next_views()):
             t.later = (LATER_DISTANCE - 1) * _distance(t, target)
 
 
@@ -283,16 +283,10 @@ def _group_view(value: Value) -> Subview | None:
     return view if picks else None
 
 
-def later_bytes(tile: TileGemm) -> list[int]:
-    """Bytes from the lines of each of `tile.next_views()` to the same lines of the later
-    member: `tile.later` batch members of its operand (0 where `later` is 0)."""
-    return [tile.later * (_group_stride_bytes(v) or 0) for v in _prefetched_operands(tile)]
-
-
-def _prefetched_operands(tile: TileGemm) -> list[Value]:
-    """The operands whose next member's views `tile` has, in `next_views` order."""
-    pairs = ((tile.a, tile.next_a), (tile.b, tile.next_b), (tile.c, tile.next_c))
-    return [operand for operand, next_view in pairs if next_view is not None]
+def later_bytes(tile: TileGemm, operand: Value) -> int:
+    """Bytes from the lines of the next member's view of `operand` to the same lines of the
+    later member: `tile.later` batch members (0 where `later` is 0)."""
+    return tile.later * (_group_stride_bytes(operand) or 0)
 
 
 def _group_stride_bytes(view: Value) -> int | None:

@@ -716,7 +716,7 @@ class NanokernelEmitter:
         b = self.b
         elements_before = add(b, mul(b, self.col, m), mul(b, self.row, inst.nr))
         shares = []
-        for (view, write), later in zip(inst.next_views(), later_bytes(inst), strict=True):
+        for operand, view, write in inst.next_views():
             lines = -(-_span_bytes(view.type) // CACHE_LINE_BYTES)
             first = _udiv(b, mul(b, elements_before, lines), m * n)  # lowering.prefetch.first_line
             tile_elements = inst.mr * self.p.columns
@@ -725,6 +725,7 @@ class NanokernelEmitter:
             end = minimum(b, add(b, first, asked - 1), lines - 1)
             base = self.e.value(view).ptr
             steps = asked // per_step
+            later = later_bytes(inst, operand)
             shares.append(_LineShare(base, later, first, per_step, steps, end, write))
         return shares
 
