@@ -220,7 +220,7 @@ def fetches_a_once(g: Gemm, target: Target, tile: RegisterTile) -> bool:
         return False
     in_l1 = a_stays_in_l1(target, g.a.type.element, m, k)
     contiguous = row_stride_is_unit(g.a.type, g.trans_a)
-    return in_l1 and contiguous and not left_to_hardware(g, target)
+    return in_l1 and contiguous and not left_to_hardware(g, target, tile.mr)
 
 
 def dot_rows(g: Gemm, target: Target) -> int:

@@ -363,6 +363,12 @@ class GemmNanokernel:
         return lines
 
 
+def _left_to_hardware(tile: TileGemm, target: Target) -> bool:
+    """A tile of a member left to the hardware prefetchers: `left_to_hardware`, and not
+    streamed after all (`lowering.prefetch` streams members whose tiles loop over rows)."""
+    return left_to_hardware(tile, target) and not tile.next_views()
+
+
 def _constant(value: Value) -> float | int | None:
     return value.value if isinstance(value, Constant) else None
 
@@ -553,7 +559,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         a_prefetch_steps=a_prefetch_steps(k),
         b_quads=b_quads,
         tail_quads=tail_quads,
-        memory_bound=isinstance(inst, TileGemm) and left_to_hardware(inst, target),
+        memory_bound=isinstance(inst, TileGemm) and _left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
         narrow_compute=narrow,

@@ -77,7 +77,11 @@ def prefetch_next_group(func: Function, target: Target) -> None:
 def stream_next_group(func: Function, target: Target) -> None:
     """After tiling: each `tile.gemm` on group-indexed views of streamed operands gets the
     next group's views, defined right after the views they follow."""
-    tiles = [t for t in walk(func.body) if isinstance(t, TileGemm) and _streamed(t, target)]
+    tiles = [t for t in walk(func.body) if isinstance(t, TileGemm)]
+    tile_rows: dict[int, int] = {}  # a gemm's tiles share its C: their largest mr is its tile's
+    for t in tiles:
+        tile_rows[id(t.c)] = max(tile_rows.get(id(t.c), 0), t.mr)
+    tiles = [t for t in tiles if _streamed(t, target, tile_rows[id(t.c)])]
     distances = {id(v): _distance(t, target) for t in tiles for v in _group_views(t)}
     following: dict[int, Value] = {}
     _add_next_views(func.body, distances, following, {})
@@ -153,11 +157,14 @@ def _prefetched_up_front(g: Gemm, target: Target) -> bool:
     return small and not left_to_hardware(g, target)
 
 
-def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
+def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None = None) -> bool:
     """A small member (static shapes, under a quarter of L1) that needs more bytes per cycle
     of its compute at the peak than the target's `hardware_prefetch_bytes_per_cycle`: the
     hardware prefetchers stream the batch's sequential A, B and C, and prefetch
-    instructions only get in their way.
+    instructions only get in their way. But for a member picked by the group id whose
+    register tile (of `tile_rows` rows, where known: after the tile is chosen) loops over
+    row blocks: its tiles read each column of A and C in pieces, which the hardware
+    prefetchers follow badly.
 
     On Zen 4 the rate is one core's memory bandwidth (6.7 bytes a cycle): W2's batches from
     memory, one thread, ran 1.03-1.45x faster without prefetch instructions on every member
@@ -177,13 +184,26 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target) -> bool:
     1.26x; f64 26x9x26 0.86x). Below a quarter of L1 streaming lost on 11 of the 15 members
     measured (0.75-0.99x, W2's f32 16^3 to 56x9x9 and f64 8^3 to 20x9x20 among them); it
     won on f64 40x9x9 (1.45x), f32 96x9x9 and 128x4x8 (1.65x, looping over rows) and
-    80x9x9 (1.11x). No rule of size or bytes per cycle told those apart."""
+    80x9x9 (1.11x). No rule of size or bytes per cycle told those apart.
+
+    Looping over row blocks did: of 20 members under a quarter of L1 whose tiles loop over
+    rows, streaming won on 18 and tied on 2 (Zen 4, one thread, from memory, against the
+    hardware prefetchers alone): f32 128x6x9 2.06x, 96x9x9 1.66x, 128x4x8 1.65x, 160x4x4
+    1.59x, 144x4x4 1.53x, 192x2x4 1.53x, 160x3x9 1.38x, 128x8x4 1.37x, 128x4x4 1.29x,
+    96x9x4 1.16x, 128x2x8 1.00x; f64 80x6x4 1.85x, 48x9x8 1.56x, 80x4x4 1.56x, 96x3x4
+    1.55x, 128x2x4 1.54x, 64x8x4 1.35x, 64x4x4 1.14x, 48x5x5 1.11x, 64x2x9 0.99x. Two
+    threads: f32 128x6x9 1.58x, 96x9x9 1.25x, 128x2x8 1.09x; f64 80x6x4 1.39x. Members
+    whose tiles do not loop over rows (f32 56x9x9, 72x9x9: a tile and a tail) are
+    unchanged."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return False
     if _member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
         return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
+    # more than one full block of rows: `gemm_tiles` loops the tile over them
+    if tile_rows is not None and m // tile_rows > 1 and _group_views(g):
+        return False
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
     compute = g.c.type.element
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
@@ -213,10 +233,11 @@ def streamed_types(target: Target) -> tuple[ScalarType, ...]:
     return (ScalarType.F32, ScalarType.F64, ScalarType.F16, *bf16)
 
 
-def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
+def _streamed(g: Gemm | TileGemm, target: Target, tile_rows: int | None = None) -> bool:
     """Operands of `streamed_types` and static shapes and strides, none empty (their lines
     are spread over K steps and C's elements), unit row stride, at most a quarter of L2
-    together, and at least one of them a group-indexed view."""
+    together, and at least one of them a group-indexed view; `tile_rows` as in
+    `left_to_hardware`."""
     types = _operand_types(g)
     static = all(
         DYNAMIC not in (*t.shape, *t.stride) and 0 not in t.shape and t.stride[0] == 1
@@ -226,7 +247,7 @@ def _streamed(g: Gemm | TileGemm, target: Target) -> bool:
     if not _group_views(g) or not static or any(t.element not in streamed for t in types):
         return False
     fits = _member_bytes(g) <= target.l2_bytes // L2_SHARE
-    return fits and not left_to_hardware(g, target)
+    return fits and not left_to_hardware(g, target, tile_rows)
 
 
 def _prefetches(g: Gemm, target: Target) -> list[Instruction]:

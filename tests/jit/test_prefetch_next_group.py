@@ -22,7 +22,7 @@ from nanotc.lowering.prefetch import first_line, lines_asked, lines_per_step
 from nanotc.targets import MEASURED_RATES, get, host
 from nanotc.tuning.tuner import gemm_sites
 
-from .helpers import ZEN3, ZEN4, compiled, needs_host, runnable, runs_here
+from .helpers import ZEN3, ZEN4, compiled, looped_members, needs_host, runnable, runs_here
 
 PREFETCHING = ("avx512", "avx2")
 """Targets whose batched gemms prefetch the next group: avx512, whose caches the rules were
@@ -492,9 +492,12 @@ HARDWARE_PREFETCHED = [
     ("f32", (8, 8, 8), "bf16", False), ("f32", (35, 9, 35), "", False),
     ("f32", (32, 32, 32), "", True), ("f64", (32, 32, 32), "", True),
     ("f64", (35, 9, 35), "", True), ("f32", (128, 9, 9), "", True),
+    ("f32", (100, 4, 4), "", False), ("f32", (128, 4, 4), "", True),
+    ("f32", (136, 4, 4), "", True), ("f64", (80, 6, 4), "", True),
 ]  # fmt: skip
 """(type, M x N x K, type of A and B, whether the compiler prefetches) of batches on the Zen
-4 host, whose memory bandwidth is measured."""
+4 host, whose memory bandwidth is measured. Under a quarter of L1, f32 128x4x4 and 136x4x4
+and f64 80x6x4 loop over row tiles, 100x4x4 does not (a tile of 80 rows and one of 20)."""
 
 
 @pytest.mark.parametrize(("ty", "shape", "inputs", "prefetched"), HARDWARE_PREFETCHED)
@@ -504,13 +507,45 @@ def test_members_the_hardware_prefetches_are_left_to_it(
     """On a target whose memory bandwidth is known, members under a quarter of L1 that take
     longer to load than to compute at its peak are left to its hardware prefetchers:
     neither streamed (f32, f64) nor prefetched up front (bf16), and their K loops prefetch
-    no later columns of A. 32^3 computes longer, and f64 35x9x35 (14.5 KiB) and f32
-    128x9x9 (9.3 KiB) are larger: streamed (compiled on any host)."""
+    no later columns of A. 32^3 computes longer, f64 35x9x35 (14.5 KiB) and f32 128x9x9
+    (9.3 KiB) are larger, and the members whose tiles loop over row blocks read their
+    columns in pieces: streamed (compiled on any host)."""
     compilation = compiled(batched(ty, *shape, inputs=inputs), ZEN4)
     tiled = compilation.tiled()
     assert ("next a %" in tiled or "tile.prefetch" in tiled) is prefetched
     # nor A's later columns in the K loop
     assert ("prefetch" in compilation.assembly()) is prefetched
+
+
+def test_every_tile_of_a_member_looping_over_rows_streams() -> None:
+    """The decision is the member's: f32 136x4x4 loops over two tiles of 48 rows, and its
+    tile for the last 40 rows (at a constant row, out of the loop) streams its share too."""
+    tiled = compiled(batched("f32", 136, 4, 4), ZEN4).tiled()
+    tiles = [line for line in tiled.splitlines() if "tile.gemm" in line]
+    assert len(tiles) == 2 and "%c[96, 0] rows 40" in tiles[1]
+    assert all("next a %" in line and "later 1" in line for line in tiles)
+
+
+def test_a_member_looping_over_rows_fetches_a_once() -> None:
+    """f32 96x9x9 on Zen 4 loops 32 x 5 tiles, then 32 x 4 tiles, down C's rows: both
+    column blocks stream, and the second finds A in L1 (`fetched`), as for any streamed
+    member of more than one column block (`gemm_tiles.fetches_a_once`): only the first
+    block's K loop asks for A's later columns."""
+    compilation = compiled(batched("f32", 96, 9, 9), ZEN4)
+    tiles = [line for line in compilation.tiled().splitlines() if "tile.gemm" in line]
+    assert [".fetched" in line for line in tiles] == [False, True]
+    assert all("next a %" in line for line in tiles)
+    plans = compilation.nanokernels().split("@k: ")[1:]
+    assert ["prefetch A[" in plan for plan in plans] == [True, False]
+
+
+def test_loop_indexed_members_looping_over_rows_stay_with_the_hardware() -> None:
+    """The same member in a loop of one work-group (a batch in L2, nothing to stream: in
+    W2's cache variant f32 128x6x9 ran 0.95x with prefetch instructions) keeps K loops
+    that ask for nothing, and every column block asks for its own A."""
+    compilation = compiled(looped_members("f32", 96, 9, 9), ZEN4)
+    assert ".fetched" not in compilation.tiled()
+    assert "prefetch" not in compilation.assembly()
 
 
 @needs_host(ZEN4)
