@@ -45,6 +45,7 @@ from nanotc.lowering.register_tile import (
     a_stays_in_l1,
     choose,
     choose_narrow,
+    choose_whole_columns,
 )
 from nanotc.targets import Target
 
@@ -127,7 +128,19 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     1.01-1.04x, 16x24x16 0.99x; f64 8x12x16 1.04-1.06x, 8x16x16 1.04x, 8x14x24 1.11x. Not
     at K = 8 (1.00-1.02x) or 12 (0.99-1.11x), nor with fewer rows than a vector (f32
     12x12x16, 14x12x16, 10x16x24, 12x14x20: 0.98-1.01x), nor from L2 (0.99-1.01x:
-    loop-indexed members keep `choose`). bf16 members were not measured and keep it too."""
+    loop-indexed members keep `choose`). bf16 members were not measured and keep it too.
+
+    A member left to the hardware prefetchers (`prefetch.left_to_hardware`) takes the tile
+    of `choose_whole_columns`: where `choose`'s tile would loop over row blocks, one column
+    of C at a time, all of its rows, if such a tile fits. Its reads of A and C then run in
+    memory order, which the hardware prefetchers stream. From memory (Zen 4, one thread, in
+    one process) against `choose`'s tiles looping over rows, streamed: f32 192x2x4 1.58x,
+    128x4x8 1.54x, 160x4x4 1.39x, 96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x; f64 96x3x4
+    1.61x, 80x6x4 1.32x, 64x8x4 1.23x, 48x9x8 1.22x. Two columns a tile ran slower than one
+    on all but f64 80x6x4 (1.14-1.26x of `choose`'s, 1.43x there). Not for members larger
+    than that (f32 128x16x16 0.73x, 128x9x9 1.02x, streamed), nor where the tile would not
+    loop over rows: a column at a time is then bound by the FMA latency (f32 35x9x35 0.60x,
+    56x9x9 0.86x, f64 20x9x20 0.67x)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
     same = g.a.type.element is g.b.type.element is element
@@ -136,6 +149,8 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     wide = n is not None and n > columns > 0
     if on_group_views(g) and same and whole_vector and deep and wide:
         return choose_narrow(columns)
+    if on_group_views(g) and same and left_to_hardware(g, target):
+        return choose_whole_columns
     return choose
 
 

@@ -9,6 +9,7 @@ array), lists of arrays (groups), `Group`s, or scalars.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -227,8 +228,7 @@ def group_members(ty: str, m: int, n: int, k: int, inputs: str | None = None,
 def tile_shapes(text: str, target: Target = ZEN4) -> set[str]:
     """The register tiles ("mr x nr") of the kernel's tile instructions, compiled for `target`."""
     tiled = nanotc.compile(text, target=target, cache=False).tiled()
-    return {line.split(" tile ")[1].split(" :")[0].split(" for ")[0]
-            for line in tiled.splitlines() if "tile." in line and " tile " in line}  # fmt: skip
+    return set(re.findall(r" tile (\d+ x \d+)", tiled))
 
 
 def check_members(kernel: Any, ty: str, shape: tuple[int, int, int], rng: np.random.Generator,

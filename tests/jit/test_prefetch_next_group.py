@@ -492,12 +492,14 @@ HARDWARE_PREFETCHED = [
     ("f32", (8, 8, 8), "bf16", False), ("f32", (35, 9, 35), "", False),
     ("f32", (32, 32, 32), "", True), ("f64", (32, 32, 32), "", True),
     ("f64", (35, 9, 35), "", True), ("f32", (128, 9, 9), "", True),
-    ("f32", (100, 4, 4), "", False), ("f32", (128, 4, 4), "", True),
-    ("f32", (136, 4, 4), "", True), ("f64", (80, 6, 4), "", True),
+    ("f32", (100, 4, 4), "", False), ("f32", (128, 4, 4), "", False),
+    ("f32", (256, 2, 2), "", True), ("f32", (272, 2, 2), "", True),
+    ("f64", (128, 2, 4), "", True),
 ]  # fmt: skip
 """(type, M x N x K, type of A and B, whether the compiler prefetches) of batches on the Zen
-4 host, whose memory bandwidth is measured. Under a quarter of L1, f32 128x4x4 and 136x4x4
-and f64 80x6x4 loop over row tiles, 100x4x4 does not (a tile of 80 rows and one of 20)."""
+4 host, whose memory bandwidth is measured. Under a quarter of L1, f32 100x4x4 takes a tile
+of 80 rows and one of 20, 128x4x4 one of whole columns (`choose_whole_columns`); f32
+256x2x2 and 272x2x2 and f64 128x2x4 loop over row tiles, their columns too tall for one."""
 
 
 @pytest.mark.parametrize(("ty", "shape", "inputs", "prefetched"), HARDWARE_PREFETCHED)
@@ -518,20 +520,25 @@ def test_members_the_hardware_prefetches_are_left_to_it(
 
 
 def test_every_tile_of_a_member_looping_over_rows_streams() -> None:
-    """The decision is the member's: f32 136x4x4 loops over two tiles of 48 rows, and its
-    tile for the last 40 rows (at a constant row, out of the loop) streams its share too."""
-    tiled = compiled(batched("f32", 136, 4, 4), ZEN4).tiled()
+    """The decision is the member's: f32 272x2x2 loops over two tiles of 96 rows, and its
+    tile of 80 for the last rows (at a constant row, out of the loop; alone it would not
+    loop) streams its share too."""
+    tiled = compiled(batched("f32", 272, 2, 2), ZEN4).tiled()
     tiles = [line for line in tiled.splitlines() if "tile.gemm" in line]
-    assert len(tiles) == 2 and "%c[96, 0] rows 40" in tiles[1]
+    assert len(tiles) == 2 and "%c[192, 0] rows 80 tile 80 x 2" in tiles[1]
     assert all("next a %" in line and "later 1" in line for line in tiles)
 
 
 def test_a_member_looping_over_rows_fetches_a_once() -> None:
-    """f32 96x9x9 on Zen 4 loops 32 x 5 tiles, then 32 x 4 tiles, down C's rows: both
-    column blocks stream, and the second finds A in L1 (`fetched`), as for any streamed
-    member of more than one column block (`gemm_tiles.fetches_a_once`): only the first
-    block's K loop asks for A's later columns."""
-    compilation = compiled(batched("f32", 96, 9, 9), ZEN4)
+    """f32 96x9x9 on Zen 4 in tuned 32 x 5 tiles (the model's before whole columns) loops
+    them, then 32 x 4 tiles, down C's rows: both column blocks stream, and the second finds
+    A in L1 (`fetched`), as for any streamed member of more than one column block
+    (`gemm_tiles.fetches_a_once`): only the first block's K loop asks for A's later
+    columns."""
+    text = batched("f32", 96, 9, 9)
+    (site,) = gemm_sites(nanotc.load(text).function("k"), ZEN4)
+    options = CompileOptions.of({site.key: GemmChoice((2, 5))})
+    compilation = nanotc.compile(text, target=ZEN4, options=options, cache=False)
     tiles = [line for line in compilation.tiled().splitlines() if "tile.gemm" in line]
     assert [".fetched" in line for line in tiles] == [False, True]
     assert all("next a %" in line for line in tiles)
@@ -542,8 +549,9 @@ def test_a_member_looping_over_rows_fetches_a_once() -> None:
 def test_loop_indexed_members_looping_over_rows_stay_with_the_hardware() -> None:
     """The same member in a loop of one work-group (a batch in L2, nothing to stream: in
     W2's cache variant f32 128x6x9 ran 0.95x with prefetch instructions) keeps K loops
-    that ask for nothing, and every column block asks for its own A."""
+    that ask for nothing, and no column block is told A is in L1."""
     compilation = compiled(looped_members("f32", 96, 9, 9), ZEN4)
+    assert "rows 32 tile 32 x 5" in compilation.tiled()  # down the rows, as a member's were
     assert ".fetched" not in compilation.tiled()
     assert "prefetch" not in compilation.assembly()
 
