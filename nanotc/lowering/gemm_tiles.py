@@ -132,15 +132,20 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
 
     A member left to the hardware prefetchers (`prefetch.left_to_hardware`) takes the tile
     of `choose_whole_columns`: where `choose`'s tile would loop over row blocks, one column
-    of C at a time, all of its rows, if such a tile fits. Its reads of A and C then run in
-    memory order, which the hardware prefetchers stream. From memory (Zen 4, one thread, in
-    one process) against `choose`'s tiles looping over rows, streamed: f32 192x2x4 1.58x,
-    128x4x8 1.54x, 160x4x4 1.39x, 96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x; f64 96x3x4
-    1.61x, 80x6x4 1.32x, 64x8x4 1.23x, 48x9x8 1.22x. Two columns a tile ran slower than one
-    on all but f64 80x6x4 (1.14-1.26x of `choose`'s, 1.43x there). Not for members larger
-    than that (f32 128x16x16 0.73x, 128x9x9 1.02x, streamed), nor where the tile would not
-    loop over rows: a column at a time is then bound by the FMA latency (f32 35x9x35 0.60x,
-    56x9x9 0.86x, f64 20x9x20 0.67x)."""
+    of C at a time, all of its rows, if such a tile fits and reads A not too often. Its
+    reads of A and C then run in memory order, which the hardware prefetchers stream. From
+    memory (Zen 4, one thread, in one process) against `choose`'s tiles looping over rows,
+    streamed, on line-aligned operands: f32 192x2x4 1.58x, 128x4x8 1.54x, 160x4x4 1.39x,
+    96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9 1.44x; f64 96x3x4 1.61x, 80x3x9
+    1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x, 64x3x9 1.38x, 64x8x4 1.23x; two
+    threads 1.09-1.15x. With numpy's placement (16 bytes past a line), in two processes
+    each: f32 160x4x4 1.44-1.47x, 128x3x9 1.25-1.27x, 128x4x8 1.16-1.21x, 128x6x9 1.10x;
+    f64 80x6x4 1.25-1.30x, 64x3x9 1.21-1.23x, 64x8x4 1.15-1.17x. Two columns a tile ran
+    0.75-0.94x of one on line-aligned operands (f64 80x6x4 1.12x), 0.97-1.09x with numpy's
+    placement. Not for members larger than a quarter of L1 (f32 128x16x16 0.73x,
+    128x9x9 1.02x, streamed), nor where the tile would not loop over rows: one column at a
+    time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9 0.86x, f64 20x9x20
+    0.67x)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
     same = g.a.type.element is g.b.type.element is element

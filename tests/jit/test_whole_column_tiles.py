@@ -19,7 +19,7 @@ WHOLE_COLUMNS = [
     ("f32", (128, 6, 9), "128 x 1"),
     ("f32", (160, 4, 4), "160 x 1"),
     ("f32", (136, 4, 4), "144 x 1"),  # the last vector masked to 8 rows
-    ("f32", (96, 9, 9), "96 x 1"),
+    ("f32", (96, 9, 4), "96 x 1"),
     ("f64", (80, 6, 4), "80 x 1"),
     ("f64", (96, 3, 4), "96 x 1"),
 ]
@@ -50,10 +50,11 @@ def test_members_looping_over_rows_take_whole_columns(
         ("f32", (56, 9, 9), None, {"48 x 6", "16 x 6", "48 x 3", "16 x 3"}),  # no row loop
         ("f32", (100, 4, 4), None, {"80 x 4", "32 x 4"}),  # a tile and a tail: no loop
         ("f32", (128, 9, 9), None, {"32 x 9"}),  # 9.3 KiB: streamed
+        ("f32", (96, 9, 9), None, {"32 x 5", "32 x 4"}),  # 4.3 loads of A a line
         ("f64", (128, 2, 4), None, {"32 x 2"}),  # 16 vectors a column do not fit
         ("f32", (128, 6, 8), "bf16", {"32 x 6"}),  # bf16 inputs: not measured
     ],
-    ids=["no-row-loop", "tile-and-tail", "larger", "too-tall", "bf16"],
+    ids=["no-row-loop", "tile-and-tail", "larger", "many-a-loads", "too-tall", "bf16"],
 )
 def test_other_members_keep_the_analytical_tiles(
     ty: str, shape: tuple[int, int, int], inputs: str | None, tiles: set[str]
