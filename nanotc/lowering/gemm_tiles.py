@@ -38,7 +38,7 @@ from nanotc.lowering.nanokernel import (
     resident_pairs_fit,
     row_stride_is_unit,
 )
-from nanotc.lowering.prefetch import left_to_hardware, on_group_views
+from nanotc.lowering.prefetch import left_to_hardware, member_bytes, on_group_views
 from nanotc.lowering.register_tile import (
     RegisterTile,
     TileModel,
@@ -54,6 +54,7 @@ DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
 DOT_DEPTH = 64  # the least K for them
 MIN_PEELED_LOOP = 3  # full column blocks from which the first leaves their loop
 MEMBER_NARROW_K = 16  # the least K of a member whose tiles `member_tile_model` narrows
+COLUMN_A_LOADS_PER_LINE = 3.6  # the most a member's tile of whole columns makes (`reads_a_seldom`)
 Index = int | Value  # a static position or size, or an index value
 
 
@@ -131,21 +132,24 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     loop-indexed members keep `choose`). bf16 members were not measured and keep it too.
 
     A member left to the hardware prefetchers (`prefetch.left_to_hardware`) takes the tile
-    of `choose_whole_columns`: where `choose`'s tile would loop over row blocks, one column
-    of C at a time, all of its rows, if such a tile fits and reads A not too often. Its
-    reads of A and C then run in memory order, which the hardware prefetchers stream. From
-    memory (Zen 4, one thread, in one process) against `choose`'s tiles looping over rows,
-    streamed, on line-aligned operands: f32 192x2x4 1.58x, 128x4x8 1.54x, 160x4x4 1.39x,
-    96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9 1.44x; f64 96x3x4 1.61x, 80x3x9
-    1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x, 64x3x9 1.38x, 64x8x4 1.23x; two
-    threads 1.09-1.15x. With numpy's placement (16 bytes past a line), in two processes
-    each: f32 160x4x4 1.44-1.47x, 128x3x9 1.25-1.27x, 128x4x8 1.16-1.21x, 128x6x9 1.10x;
-    f64 80x6x4 1.25-1.30x, 64x3x9 1.21-1.23x, 64x8x4 1.15-1.17x. Two columns a tile ran
-    0.75-0.94x of one on line-aligned operands (f64 80x6x4 1.12x), 0.97-1.09x with numpy's
-    placement. Not for members larger than a quarter of L1 (f32 128x16x16 0.73x,
-    128x9x9 1.02x, streamed), nor where the tile would not loop over rows: one column at a
-    time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9 0.86x, f64 20x9x20
-    0.67x)."""
+    of `choose_whole_columns` where that reads A seldom enough (`reads_a_seldom`): where
+    `choose`'s tile would loop over row blocks, one column of C at a time, all of its rows,
+    if such a tile fits. Its reads of A and C then run in memory order, which the hardware
+    prefetchers stream. From memory (Zen 4, one thread, in one process) against `choose`'s
+    tiles looping over rows, streamed, on line-aligned operands: f32 192x2x4 1.58x,
+    128x4x8 1.54x, 160x4x4 1.39x, 96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9
+    1.44x; f64 96x3x4 1.61x, 80x3x9 1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x,
+    64x3x9 1.38x, 64x8x4 1.23x; two threads 1.09-1.15x. With numpy's placement (16 bytes
+    past a line), in two processes each: f32 160x4x4 1.44-1.47x, 128x3x9 1.25-1.27x,
+    128x4x8 1.16-1.21x, 128x6x9 1.10x; f64 80x6x4 1.25-1.30x, 64x3x9 1.21-1.23x, 64x8x4
+    1.15-1.17x. bf16 into f32 (line-aligned / numpy's placement): 128x6x8 1.09x / 1.26x,
+    128x4x8 1.19x / 1.28x, 160x4x4 1.29x / 1.27x, 192x4x8 1.15x / 1.11x, 128x3x9 1.29x /
+    1.33x, 192x2x4 1.11x / 1.18x; f16: 160x4x4 1.34x / 1.38x, 192x2x4 1.60x / 1.40x. Two
+    columns a tile ran 0.75-0.94x of one on line-aligned f32 and f64 operands (f64 80x6x4
+    1.12x), 0.97-1.09x with numpy's placement. Not for members larger than a quarter of L1
+    (f32 128x16x16 0.73x, 128x9x9 1.02x, streamed), nor where the tile would not loop over
+    rows: one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
+    0.86x, f64 20x9x20 0.67x)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
     same = g.a.type.element is g.b.type.element is element
@@ -154,9 +158,26 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     wide = n is not None and n > columns > 0
     if on_group_views(g) and same and whole_vector and deep and wide:
         return choose_narrow(columns)
-    if on_group_views(g) and same and left_to_hardware(g, target):
+    if on_group_views(g) and left_to_hardware(g, target) and reads_a_seldom(g, target):
         return choose_whole_columns
     return choose
+
+
+def reads_a_seldom(g: Gemm, target: Target) -> bool:
+    """Whether a tile of C's whole columns loads A's vectors at most COLUMN_A_LOADS_PER_LINE
+    times per cache line of the member (A, B and C): it reads A once for each column of C,
+    and where A's columns do not start on a line each of those loads touches two. From
+    memory with numpy's placement (16 bytes past a line), against the row-looped tiles
+    streamed: f32 96x9x9 and 96x9x8 (4.3 and 4.1 loads a line), f64 48x9x8 (3.9) and f16
+    128x6x8 (4.7) ran 0.84-1.02x, though f32 and f64 1.2x on line-aligned operands; f32
+    128x6x9 (3.5) 1.10x and 1.32x, the others measured (1.0-2.7) 1.06-1.47x and
+    1.09-1.61x. bf16 tiles on vdpbf16ps load A once per pair of K."""
+    m, n, k = gemm_extents(g)
+    if m is None or n is None or k is None:
+        return False
+    vectors = -(-m // target.lanes(g.c.type.element))
+    steps = -(-k // 2) if dot_pairs(g, target) else k
+    return vectors * n * steps <= COLUMN_A_LOADS_PER_LINE * member_bytes(g) / target.line_bytes
 
 
 def resident_pairs_tile(

@@ -153,7 +153,7 @@ def _prefetched_up_front(g: Gemm, target: Target) -> bool:
     types = _operand_types(g)
     if any(DYNAMIC in t.shape or t.stride[0] != 1 for t in types) or _streamed(g, target):
         return False
-    small = 0 < _member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
+    small = 0 < member_bytes(g) <= target.l1_bytes // SMALL_GEMM_L1_SHARE
     return small and not left_to_hardware(g, target)
 
 
@@ -194,15 +194,15 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     1.55x, 128x2x4 1.54x, 64x8x4 1.35x, 64x4x4 1.14x, 48x5x5 1.11x, 64x2x9 0.99x. Two
     threads: f32 128x6x9 1.58x, 96x9x9 1.25x, 128x2x8 1.09x; f64 80x6x4 1.39x. Members
     whose tiles do not loop over rows (f32 56x9x9, 72x9x9: a tile and a tail) are
-    unchanged. f32 and f64 members now mostly take a tile of whole columns instead, which
-    the hardware prefetchers stream faster still (`register_tile.choose_whole_columns`);
-    the rule keeps the row loops of those too tall for one (f64 128x2x4) or whose column
-    would load A too often (f32 96x9x9), and of bf16 and f16 inputs (1.9-3.3x streamed:
-    bf16 128x6x8, 192x4x8; f16 128x6x8, 96x9x9)."""
+    unchanged; bf16 and f16 inputs streamed 1.9-3.3x faster (bf16 128x6x8, 192x4x8; f16
+    128x6x8, 96x9x9). Most such members now take a tile of whole columns instead, which
+    the hardware prefetchers stream faster still (`gemm_tiles.member_tile_model`); the
+    rule keeps the row loops of those too tall for one (f64 128x2x4) or whose column would
+    load A too often (f32 96x9x9, f16 128x6x8)."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return False
-    if _member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
+    if member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
         return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
     # more than one full block of rows: `gemm_tiles` loops the tile over them
@@ -213,7 +213,7 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
     flops_per_cycle = 2 * target.lanes(compute) * target.fma_per_cycle
     flops_per_cycle *= target.bf16_dot_rate if dot else 1
-    return _member_bytes(g) / rate > 2 * m * n * k / flops_per_cycle
+    return member_bytes(g) / rate > 2 * m * n * k / flops_per_cycle
 
 
 def streamed_types(target: Target) -> tuple[ScalarType, ...]:
@@ -250,7 +250,7 @@ def _streamed(g: Gemm | TileGemm, target: Target, tile_rows: int | None = None) 
     streamed = streamed_types(target)
     if not _group_views(g) or not static or any(t.element not in streamed for t in types):
         return False
-    fits = _member_bytes(g) <= target.l2_bytes // L2_SHARE
+    fits = member_bytes(g) <= target.l2_bytes // L2_SHARE
     return fits and not left_to_hardware(g, target, tile_rows)
 
 
@@ -277,14 +277,15 @@ def _group_ahead(b: Builder, view: Subview, distance: int) -> Value:
 def _distance(g: Gemm | TileGemm, target: Target) -> int:
     """How many groups ahead to prefetch: enough members to fill L1 / LEAD_L1_SHARE, so the
     tiniest ones ask early enough to cover the memory latency."""
-    return max(1, target.l1_bytes // LEAD_L1_SHARE // _member_bytes(g))
+    return max(1, target.l1_bytes // LEAD_L1_SHARE // member_bytes(g))
 
 
 def _operand_types(g: Gemm | TileGemm) -> list[MemRefType]:
     return [g.a.type, g.b.type, g.c.type]
 
 
-def _member_bytes(g: Gemm | TileGemm) -> int:
+def member_bytes(g: Gemm | TileGemm) -> int:
+    """Bytes of A, B and C together: one batch member's."""
     return sum(t.shape[0] * t.shape[1] * t.element.size for t in _operand_types(g))
 
 

@@ -42,9 +42,6 @@ SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 CROWDED_MAX_K = 24  # the K of a small gemm up to which crowded tiles are avoided (`crowded`)
 NARROW_SPLIT_MAX_K = 16  # ... and up to which a narrow last vector gets a tile of its own
 NARROW_SPLIT_MIN_VECTORS = 3  # full vectors a tile keeps after giving up its narrow one
-# the most loads of A a tile of whole columns makes per cache line of the member
-# (`choose_whole_columns`)
-COLUMN_A_LOADS_PER_LINE = 3.6
 SMALL_GEMM_L1_SHARE = 4  # a small gemm's A, B and C together fit L1 / this: a batch member
 
 
@@ -206,27 +203,18 @@ def choose_whole_columns(
     whole_rows: bool = False,
     small_gemm_rules: bool = True,
 ) -> RegisterTile:
-    """`choose`'s tile, or where it would loop over row blocks of a static M x N x K, the
-    tile one column wide and as tall as C, if that fits and loads A's vectors at most
-    COLUMN_A_LOADS_PER_LINE times per cache line of the member (A, B and C): for a
-    memory-bound batch member, whose reads of A and C then run in memory order
-    (`gemm_tiles.member_tile_model`). Its many vectors keep enough FMA chains for the
-    latency. It reads A once for each column of C, and where A's columns do not start on a
-    cache line each of those loads touches two: f32 96x9x9 and 96x9x8 (4.3 and 4.1 loads a
-    line) and f64 48x9x8 (3.9) ran 0.84-1.02x of the row-looped tiles from memory with
-    numpy's placement (16 bytes past a line), though 1.2x on line-aligned operands; f32
-    128x6x9 (3.5) 1.10x and 1.32x, the others measured (2.2-2.6) 1.15-1.47x and
-    1.19-1.42x."""
+    """`choose`'s tile, or where it would loop over row blocks of a static M, the tile one
+    column wide and as tall as C, if that fits: for a memory-bound batch member, whose reads
+    of A and C then run in memory order (`gemm_tiles.member_tile_model`). Its many vectors
+    keep enough FMA chains for the latency."""
     tile = choose(
         target, element, m, n, k, reserved, whole_rows=whole_rows,
         small_gemm_rules=small_gemm_rules,
     )  # fmt: skip
-    if m is None or n is None or k is None or m // tile.mr <= 1:
+    if m is None or m // tile.mr <= 1:
         return tile
     column = RegisterTile(-(-m // tile.lanes), 1, tile.lanes)
-    lines = (m * k + k * n + m * n) * element.size / target.line_bytes
-    few_loads = column.mv * n * k <= COLUMN_A_LOADS_PER_LINE * lines
-    return column if few_loads and fits(column, target, reserved, m, whole_rows) else tile
+    return column if fits(column, target, reserved, m, whole_rows) else tile
 
 
 def without_narrow_vector(tile: RegisterTile, target: Target, element: ScalarType,

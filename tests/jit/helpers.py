@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
@@ -232,13 +233,16 @@ def tile_shapes(text: str, target: Target = ZEN4) -> set[str]:
 
 
 def check_members(kernel: Any, ty: str, shape: tuple[int, int, int], rng: np.random.Generator,
-                  batch: int, alpha: float = 1.0, group_size: int | None = None) -> None:  # fmt: skip
+                  batch: int, alpha: float = 1.0, group_size: int | None = None,
+                  inputs: str | None = None) -> None:  # fmt: skip
     """Runs a kernel of `group_members` or `looped_members` (`group_size` 1) on `batch`
-    random f32 or f64 members and checks C against numpy's C + alpha A B in float64."""
+    random f32 or f64 members (A and B of type `inputs`, bf16 or f16, where given) and
+    checks C against numpy's C + alpha A B in float64."""
     m, n, k = shape
     dtype = np.float64 if ty == "f64" else np.float32
-    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(dtype))
-    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(dtype))
+    source = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}.get(inputs or "", dtype)
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch)).astype(source))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n, batch)).astype(source))
     c = np.asfortranarray(rng.uniform(-1, 1, (m, n, batch)).astype(dtype))
     want = c + alpha * np.einsum("mkg,kng->mng", a.astype(np.float64), b.astype(np.float64))
     kernel(a, b, c, group_size=batch if group_size is None else group_size)

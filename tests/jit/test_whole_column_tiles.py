@@ -16,32 +16,36 @@ from nanotc.tuning.tuner import gemm_sites
 from .helpers import ZEN4, check_members, group_members, looped_members, needs_host, tile_shapes
 
 WHOLE_COLUMNS = [
-    ("f32", (128, 6, 9), "128 x 1"),
-    ("f32", (160, 4, 4), "160 x 1"),
-    ("f32", (136, 4, 4), "144 x 1"),  # the last vector masked to 8 rows
-    ("f32", (96, 9, 4), "96 x 1"),
-    ("f64", (80, 6, 4), "80 x 1"),
-    ("f64", (96, 3, 4), "96 x 1"),
+    ("f32", (128, 6, 9), None, "128 x 1"),
+    ("f32", (160, 4, 4), None, "160 x 1"),
+    ("f32", (136, 4, 4), None, "144 x 1"),  # the last vector masked to 8 rows
+    ("f32", (96, 9, 4), None, "96 x 1"),
+    ("f64", (80, 6, 4), None, "80 x 1"),
+    ("f64", (96, 3, 4), None, "96 x 1"),
+    ("f32", (128, 6, 8), "bf16", "128 x 1"),  # vdpbf16ps: A loaded once per pair of K
+    ("f32", (192, 2, 4), "bf16", "192 x 1"),
+    ("f32", (160, 4, 4), "f16", "160 x 1"),
 ]
-"""(type, M x N x K, the tile) of members under a quarter of L1 on Zen 4 that `choose`
-tiles in loops over row blocks (f32 128x6x9: 32 x 6 four times down each column)."""
+"""(type, M x N x K, type of A and B where not C's, the tile) of members under a quarter of
+L1 on Zen 4 that `choose` tiles in loops over row blocks (f32 128x6x9: 32 x 6 four times
+down each column)."""
 
 
-@pytest.mark.parametrize(("ty", "shape", "tile"), WHOLE_COLUMNS, ids=str)
+@pytest.mark.parametrize(("ty", "shape", "inputs", "tile"), WHOLE_COLUMNS, ids=str)
 def test_members_looping_over_rows_take_whole_columns(
-    ty: str, shape: tuple[int, int, int], tile: str
+    ty: str, shape: tuple[int, int, int], inputs: str | None, tile: str
 ) -> None:
     """One tile, left to the hardware prefetchers: no next views, no prefetch instruction,
-    and no vector spilled by a tile of up to 12 vectors."""
-    compilation = nanotc.compile(group_members(ty, *shape), target=ZEN4, cache=False)
-    assert tile_shapes(group_members(ty, *shape)) == {tile}
+    and a hot loop of full-width FMAs (dot products for bf16) that spills nothing, in a
+    tile of up to 12 vectors."""
+    text = group_members(ty, *shape, inputs)
+    compilation = nanotc.compile(text, target=ZEN4, cache=False)
+    assert tile_shapes(text) == {tile}
     assert "next a" not in compilation.tiled()
     code = compilation.assembly()
     assert "prefetch" not in code
-    assert not asm.hot_loops(code, "k") or all(
-        not loop.stack_accesses() for loop in asm.hot_loops(code, "k")
-    )
-    assert not any("(%rsp)" in line and "mm" in line for line in code.splitlines())
+    loops = asm.hot_loops(code, "k", "vdpbf16ps" if inputs == "bf16" else "vfmadd")
+    assert loops and all(loop.registers("zmm") and not loop.stack_accesses() for loop in loops)
 
 
 @pytest.mark.parametrize(
@@ -51,10 +55,10 @@ def test_members_looping_over_rows_take_whole_columns(
         ("f32", (100, 4, 4), None, {"80 x 4", "32 x 4"}),  # a tile and a tail: no loop
         ("f32", (128, 9, 9), None, {"32 x 9"}),  # 9.3 KiB: streamed
         ("f32", (96, 9, 9), None, {"32 x 5", "32 x 4"}),  # 4.3 loads of A a line
+        ("f32", (128, 6, 8), "f16", {"32 x 6"}),  # 4.7: f16 is loaded at every K
         ("f64", (128, 2, 4), None, {"32 x 2"}),  # 16 vectors a column do not fit
-        ("f32", (128, 6, 8), "bf16", {"32 x 6"}),  # bf16 inputs: not measured
     ],
-    ids=["no-row-loop", "tile-and-tail", "larger", "many-a-loads", "too-tall", "bf16"],
+    ids=["no-row-loop", "tile-and-tail", "larger", "many-a-loads", "f16-many-a-loads", "too-tall"],
 )
 def test_other_members_keep_the_analytical_tiles(
     ty: str, shape: tuple[int, int, int], inputs: str | None, tiles: set[str]
@@ -62,9 +66,9 @@ def test_other_members_keep_the_analytical_tiles(
     assert tile_shapes(group_members(ty, *shape, inputs)) == tiles
 
 
-@pytest.mark.parametrize(("ty", "shape", "tile"), WHOLE_COLUMNS[:2], ids=str)
+@pytest.mark.parametrize(("ty", "shape", "inputs", "tile"), WHOLE_COLUMNS[:2], ids=str)
 def test_members_from_cache_or_without_a_measured_rate_keep_their_row_loops(
-    ty: str, shape: tuple[int, int, int], tile: str
+    ty: str, shape: tuple[int, int, int], inputs: str | None, tile: str
 ) -> None:
     """A loop of members in one work-group (a batch in cache), and a target whose hardware
     prefetchers' rate is not measured (avx512), keep `choose`'s tiles."""
@@ -78,9 +82,10 @@ def test_the_tuner_times_the_whole_column_as_the_analytical_choice() -> None:
 
 
 @needs_host(ZEN4)
-@pytest.mark.parametrize(("ty", "shape", "tile"), WHOLE_COLUMNS, ids=str)
+@pytest.mark.parametrize(("ty", "shape", "inputs", "tile"), WHOLE_COLUMNS, ids=str)
 def test_whole_column_tiles_compute_the_products(
-    ty: str, shape: tuple[int, int, int], tile: str, rng: np.random.Generator
-) -> None:
-    kernel = nanotc.compile(group_members(ty, *shape), target=ZEN4, cache=False)["k"]
-    check_members(kernel, ty, shape, rng, batch=7)
+    ty: str, shape: tuple[int, int, int], inputs: str | None, tile: str,
+    rng: np.random.Generator,
+) -> None:  # fmt: skip
+    kernel = nanotc.compile(group_members(ty, *shape, inputs), target=ZEN4, cache=False)["k"]
+    check_members(kernel, ty, shape, rng, batch=7, inputs=inputs)
