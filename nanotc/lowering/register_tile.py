@@ -194,26 +194,19 @@ def choose(
 
 
 def choose_whole_columns(
-    target: Target,
-    element: ScalarType,
-    m: int | None,
-    n: int | None,
-    k: int | None,
-    reserved: int = 0,
-    whole_rows: bool = False,
-    small_gemm_rules: bool = True,
-) -> RegisterTile:
-    """`choose`'s tile, or where it would loop over row blocks of a static M, the tile one
-    column wide and as tall as C, if that fits: for a memory-bound batch member, whose reads
-    of A and C then run in memory order (`gemm_tiles.member_tile_model`). Its many vectors
-    keep enough FMA chains for the latency."""
-    tile = choose(
-        target, element, m, n, k, reserved, whole_rows=whole_rows,
-        small_gemm_rules=small_gemm_rules,
-    )  # fmt: skip
+    target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None,
+    reserved: int = 0, **rules: bool,
+) -> RegisterTile:  # fmt: skip
+    """`choose`'s tile (`rules`: its `whole_rows` and `small_gemm_rules`), or where it would
+    loop over row blocks of a static M, the tile one column wide and as tall as C, if that
+    fits: for a memory-bound batch member, whose reads of A and C then run in memory order
+    (`gemm_tiles.member_tile_model`). Its many vectors keep enough FMA chains for the
+    latency."""
+    tile = choose(target, element, m, n, k, reserved, **rules)
     if m is None or m // tile.mr <= 1:
         return tile
     column = RegisterTile(-(-m // tile.lanes), 1, tile.lanes)
+    whole_rows = rules.get("whole_rows", False)
     return column if fits(column, target, reserved, m, whole_rows) else tile
 
 
