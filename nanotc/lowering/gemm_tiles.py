@@ -170,8 +170,9 @@ def reads_a_seldom(g: Gemm, target: Target) -> bool:
     memory with numpy's placement (16 bytes past a line), against the row-looped tiles
     streamed: f32 96x9x9 and 96x9x8 (4.3 and 4.1 loads a line), f64 48x9x8 (3.9) and f16
     128x6x8 (4.7) ran 0.84-1.02x, though f32 and f64 1.2x on line-aligned operands; f32
-    128x6x9 (3.5) 1.10x and 1.32x, the others measured (1.0-2.7) 1.06-1.47x and
-    1.09-1.61x. bf16 tiles on vdpbf16ps load A once per pair of K."""
+    128x6x9 (3.5) 1.10x and 1.32x, the others measured (1.0-3.3 loads a line) 1.06-1.54x
+    (one process of f64 64x3x9 0.84x) and 1.09-1.61x. bf16 tiles on vdpbf16ps load A once
+    per pair of K."""
     m, n, k = gemm_extents(g)
     if m is None or n is None or k is None:
         return False
