@@ -187,11 +187,13 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     80x9x9 (1.11x). No rule of size or bytes per cycle told those apart.
 
     Looping over row blocks did: of 20 members under a quarter of L1 whose tiles loop over
-    rows, streaming won on 18 and tied on 2 (Zen 4, one thread, from memory, against the
-    hardware prefetchers alone): f32 128x6x9 2.06x, 96x9x9 1.66x, 128x4x8 1.65x, 160x4x4
-    1.59x, 144x4x4 1.53x, 192x2x4 1.53x, 160x3x9 1.38x, 128x8x4 1.37x, 128x4x4 1.29x,
-    96x9x4 1.16x, 128x2x8 1.00x; f64 80x6x4 1.85x, 48x9x8 1.56x, 80x4x4 1.56x, 96x3x4
-    1.55x, 128x2x4 1.54x, 64x8x4 1.35x, 64x4x4 1.14x, 48x5x5 1.11x, 64x2x9 0.99x. Two
+    rows, streaming won on 18 and tied on 2 (Zen 4, one thread, from memory, line-aligned,
+    against the hardware prefetchers alone; W2's memory variant, with numpy's placement,
+    read f32 128x6x9 2.48x and f64 80x6x4 2.11x): f32 128x6x9 2.06x, 96x9x9 1.66x,
+    128x4x8 1.65x, 160x4x4 1.59x, 144x4x4 1.53x, 192x2x4 1.53x, 160x3x9 1.38x, 128x8x4
+    1.37x, 128x4x4 1.29x, 96x9x4 1.16x, 128x2x8 1.00x; f64 80x6x4 1.85x, 48x9x8 1.56x,
+    80x4x4 1.56x, 96x3x4 1.55x, 128x2x4 1.54x, 64x8x4 1.35x, 64x4x4 1.14x, 48x5x5 1.11x,
+    64x2x9 0.99x. Two
     threads: f32 128x6x9 1.58x, 96x9x9 1.25x, 128x2x8 1.09x; f64 80x6x4 1.39x. Members
     whose tiles do not loop over rows (f32 56x9x9, 72x9x9: a tile and a tail) are
     unchanged; bf16 and f16 inputs streamed 1.9-3.3x faster (bf16 128x6x8, 192x4x8; f16
