@@ -38,7 +38,12 @@ from nanotc.lowering.nanokernel import (
     resident_pairs_fit,
     row_stride_is_unit,
 )
-from nanotc.lowering.prefetch import left_to_hardware, member_bytes, on_group_views
+from nanotc.lowering.prefetch import (
+    left_to_hardware,
+    member_bytes,
+    memory_bound,
+    on_group_views,
+)
 from nanotc.lowering.register_tile import (
     RegisterTile,
     TileModel,
@@ -131,12 +136,14 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     12x12x16, 14x12x16, 10x16x24, 12x14x20: 0.98-1.01x), nor from L2 (0.99-1.01x:
     loop-indexed members keep `choose`). bf16 members were not measured and keep it too.
 
-    A member left to the hardware prefetchers (`prefetch.left_to_hardware`) takes the tile
+    A member that needs more bytes than it computes (`prefetch.memory_bound`) takes the tile
     of `choose_whole_columns` where that reads A seldom enough (`reads_a_seldom`): where
     `choose`'s tile would loop over row blocks, one column of C at a time, all of its rows,
     if such a tile fits. Its reads of A and C then run in memory order, which the hardware
-    prefetchers stream. From memory (Zen 4, one thread, in one process) against `choose`'s
-    tiles looping over rows, streamed, on line-aligned operands: f32 192x2x4 1.58x,
+    prefetchers stream (and, from a quarter of L1 up, `lowering.prefetch` too). From memory
+    (Zen 4, one thread, in one process) against `choose`'s tiles looping over rows,
+    streamed, members under a quarter of L1, left to the hardware prefetchers in whole
+    columns, on line-aligned operands: f32 192x2x4 1.58x,
     128x4x8 1.54x, 160x4x4 1.39x, 96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9
     1.44x; f64 96x3x4 1.61x, 80x3x9 1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x,
     64x3x9 1.38x, 64x8x4 1.23x; two threads 1.09-1.15x. With numpy's placement (16 bytes
@@ -146,9 +153,12 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     128x4x8 1.19x / 1.28x, 160x4x4 1.29x / 1.27x, 192x4x8 1.15x / 1.11x, 128x3x9 1.29x /
     1.33x, 192x2x4 1.11x / 1.18x; f16: 160x4x4 1.34x / 1.38x, 192x2x4 1.60x / 1.40x. Two
     columns a tile ran 0.75-0.94x of one on line-aligned f32 and f64 operands (f64 80x6x4
-    1.12x), 0.97-1.09x with numpy's placement. Not for members larger than a quarter of L1
-    (f32 128x16x16 0.73x, 128x9x9 1.02x, streamed), nor where the tile would not loop over
-    rows: one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
+    1.12x), 0.97-1.09x with numpy's placement. Larger members, streamed either way (numpy's
+    placement / line-aligned): f64 128x3x9 1.38x / 1.05x, 128x4x8 1.24x / 1.07-1.09x,
+    96x6x6 1.14x / 1.10x, 96x8x4 1.10x / 1.14x, 192x2x4 1.05-1.10x / 1.16-1.18x; f32
+    256x4x4 1.13x / 1.05x, 256x6x6 1.11x / 1.15x. Not where the column would load A often
+    (f32 128x16x16 0.73x: 7.5 loads a line), nor where the tile would not loop over rows:
+    one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
     0.86x, f64 20x9x20 0.67x)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
@@ -158,7 +168,7 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     wide = n is not None and n > columns > 0
     if on_group_views(g) and same and whole_vector and deep and wide:
         return choose_narrow(columns)
-    if on_group_views(g) and left_to_hardware(g, target) and reads_a_seldom(g, target):
+    if on_group_views(g) and memory_bound(g, target) and reads_a_seldom(g, target):
         return choose_whole_columns
     return choose
 

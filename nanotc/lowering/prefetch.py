@@ -201,15 +201,20 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     the hardware prefetchers stream faster still (`gemm_tiles.member_tile_model`); the
     rule keeps the row loops of those too tall for one (f64 128x2x4) or whose column would
     load A too often (f32 96x9x9, f16 128x6x8)."""
+    if not memory_bound(g, target) or member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
+        return False
+    # more than one full block of rows: `gemm_tiles` loops the tile over them
+    looped = tile_rows is not None and g.c.type.shape[0] // tile_rows > 1
+    return not (looped and _group_views(g))
+
+
+def memory_bound(g: Gemm | TileGemm, target: Target) -> bool:
+    """Static shapes that need more bytes per cycle of the gemm's compute at the peak than
+    the target's `hardware_prefetch_bytes_per_cycle` (none where that is not measured)."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return False
-    if member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
-        return False
     m, n = g.c.type.shape[0], g.c.type.shape[1]
-    # more than one full block of rows: `gemm_tiles` loops the tile over them
-    if tile_rows is not None and m // tile_rows > 1 and _group_views(g):
-        return False
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
     compute = g.c.type.element
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot

@@ -70,8 +70,12 @@ def holds_b_columns(target: Target, mv: int, nr: int) -> bool:
     on AVX-512 B's broadcasts take no register at all). It frees mv - nr registers: on AVX2
     the 4 x 3 tile of libxsmm's kernels (12 accumulators, 3 broadcasts, one vector of A)
     fits, where holding A's four vectors it needed 17 registers. W2's f32 56x9x9 batches in
-    L2 took 4 x 3 instead of 1 x 9 and ran 1.21x faster on a Zen 3, in one process."""
-    return not target.fma_reads_broadcasts and nr < mv
+    L2 took 4 x 3 instead of 1 x 9 and ran 1.21x faster on a Zen 3, in one process. And a
+    tile of one column on any target, each of whose A vectors feeds one FMA: held, A took
+    2 mv + 1 registers, which left columns of 16 vectors and more out (a batch member's
+    whole columns, `choose_whole_columns`). The columns of up to 12 vectors ran alike
+    either way (0.98-1.04x from memory, Zen 4)."""
+    return nr == 1 or (not target.fma_reads_broadcasts and nr < mv)
 
 
 def fits(tile: RegisterTile, target: Target, reserved: int = 0, m: int | None = None,

@@ -493,13 +493,15 @@ HARDWARE_PREFETCHED = [
     ("f32", (32, 32, 32), "", True), ("f64", (32, 32, 32), "", True),
     ("f64", (35, 9, 35), "", True), ("f32", (128, 9, 9), "", True),
     ("f32", (100, 4, 4), "", False), ("f32", (128, 4, 4), "", False),
-    ("f32", (256, 2, 2), "", True), ("f32", (272, 2, 2), "", True),
-    ("f64", (128, 2, 4), "", True),
+    ("f32", (256, 2, 2), "", False), ("f64", (128, 2, 4), "", False),
+    ("f32", (120, 8, 8), "", True), ("f32", (496, 2, 2), "", True),
+    ("f64", (248, 2, 2), "", True),
 ]  # fmt: skip
 """(type, M x N x K, type of A and B, whether the compiler prefetches) of batches on the Zen
 4 host, whose memory bandwidth is measured. Under a quarter of L1, f32 100x4x4 takes a tile
-of 80 rows and one of 20, 128x4x4 one of whole columns (`choose_whole_columns`); f32
-256x2x2 and 272x2x2 and f64 128x2x4 loop over row tiles, their columns too tall for one."""
+of 80 rows and one of 20, 128x4x4, 256x2x2 and f64 128x2x4 one of whole columns
+(`choose_whole_columns`); f32 120x8x8 (whose column would load A 4.1 times a line), f32
+496x2x2 and f64 248x2x2 (31 vectors a column) loop over row tiles."""
 
 
 @pytest.mark.parametrize(("ty", "shape", "inputs", "prefetched"), HARDWARE_PREFETCHED)
@@ -520,12 +522,12 @@ def test_members_the_hardware_prefetches_are_left_to_it(
 
 
 def test_every_tile_of_a_member_looping_over_rows_streams() -> None:
-    """The decision is the member's: f32 272x2x2 loops over two tiles of 96 rows, and its
-    tile of 80 for the last rows (at a constant row, out of the loop; alone it would not
+    """The decision is the member's: f32 120x8x8 loops over two tiles of 48 rows, and its
+    tile of 32 for the last 24 rows (at a constant row, out of the loop; alone it would
     loop) streams its share too."""
-    tiled = compiled(batched("f32", 272, 2, 2), ZEN4).tiled()
+    tiled = compiled(batched("f32", 120, 8, 8), ZEN4).tiled()
     tiles = [line for line in tiled.splitlines() if "tile.gemm" in line]
-    assert len(tiles) == 2 and "%c[192, 0] rows 80 tile 80 x 2" in tiles[1]
+    assert len(tiles) == 2 and "[96, %7] rows 24 tile 32 x 4" in tiles[1]
     assert all("next a %" in line and "later 1" in line for line in tiles)
 
 

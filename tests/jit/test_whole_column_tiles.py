@@ -22,6 +22,7 @@ WHOLE_COLUMNS = [
     ("f32", (96, 9, 4), None, "96 x 1"),
     ("f64", (80, 6, 4), None, "80 x 1"),
     ("f64", (96, 3, 4), None, "96 x 1"),
+    ("f64", (128, 2, 4), None, "128 x 1"),  # 16 vectors: the column holds B, not A
     ("f32", (128, 6, 8), "bf16", "128 x 1"),  # vdpbf16ps: A loaded once per pair of K
     ("f32", (192, 2, 4), "bf16", "192 x 1"),
     ("f32", (160, 4, 4), "f16", "160 x 1"),
@@ -53,12 +54,21 @@ def test_members_looping_over_rows_take_whole_columns(
     [
         ("f32", (56, 9, 9), None, {"48 x 6", "16 x 6", "48 x 3", "16 x 3"}),  # no row loop
         ("f32", (100, 4, 4), None, {"80 x 4", "32 x 4"}),  # a tile and a tail: no loop
-        ("f32", (128, 9, 9), None, {"32 x 9"}),  # 9.3 KiB: streamed
+        ("f32", (128, 9, 9), None, {"32 x 9"}),  # 4.4 loads of A a line
         ("f32", (96, 9, 9), None, {"32 x 5", "32 x 4"}),  # 4.3 loads of A a line
         ("f32", (128, 6, 8), "f16", {"32 x 6"}),  # 4.7: f16 is loaded at every K
-        ("f64", (128, 2, 4), None, {"32 x 2"}),  # 16 vectors a column do not fit
+        ("f32", (496, 2, 2), None, {"128 x 2", "112 x 2"}),  # 31 vectors a column do not fit
+        ("f32", (128, 16, 16), None, {"48 x 9", "32 x 9", "48 x 7", "32 x 7"}),  # 7.5 a line
     ],
-    ids=["no-row-loop", "tile-and-tail", "larger", "many-a-loads", "f16-many-a-loads", "too-tall"],
+    ids=[
+        "no-row-loop",
+        "tile-and-tail",
+        "many-a-loads",
+        "many-a-loads-2",
+        "f16-many-a-loads",
+        "too-tall",
+        "many-a-loads-3",
+    ],
 )
 def test_other_members_keep_the_analytical_tiles(
     ty: str, shape: tuple[int, int, int], inputs: str | None, tiles: set[str]
@@ -76,13 +86,38 @@ def test_members_from_cache_or_without_a_measured_rate_keep_their_row_loops(
     assert tile not in tile_shapes(group_members(ty, *shape), get("avx512"))
 
 
+@pytest.mark.parametrize(
+    ("ty", "shape", "tile"),
+    [("f64", (128, 4, 8), "128 x 1"), ("f64", (192, 2, 4), "192 x 1"),
+     ("f32", (256, 6, 6), "256 x 1")],
+    ids=str,
+)  # fmt: skip
+def test_larger_memory_bound_members_stream_whole_columns(
+    ty: str, shape: tuple[int, int, int], tile: str
+) -> None:
+    """From a quarter of L1 (12-18 KiB here) a member still needs more bytes than it
+    computes: it takes whole columns too, and they stream the next members' lines. Columns
+    of 16 to 24 vectors hold B's broadcast and take A's vectors as FMA operands, spilling
+    nothing."""
+    text = group_members(ty, *shape)
+    compilation = nanotc.compile(text, target=ZEN4, cache=False)
+    assert tile_shapes(text) == {tile}
+    assert "next a %" in compilation.tiled()
+    loops = asm.hot_loops(compilation.assembly(), "k")
+    assert loops and all(loop.registers("zmm") and not loop.stack_accesses() for loop in loops)
+
+
 def test_the_tuner_times_the_whole_column_as_the_analytical_choice() -> None:
     (site,) = gemm_sites(nanotc.load(group_members("f32", 128, 6, 9)).function("k"), ZEN4)
     assert site.analytical.tile == (8, 1)
 
 
 @needs_host(ZEN4)
-@pytest.mark.parametrize(("ty", "shape", "inputs", "tile"), WHOLE_COLUMNS, ids=str)
+@pytest.mark.parametrize(
+    ("ty", "shape", "inputs", "tile"),
+    [*WHOLE_COLUMNS, ("f64", (128, 4, 8), None, "128 x 1"), ("f64", (192, 2, 4), None, "192 x 1")],
+    ids=str,
+)
 def test_whole_column_tiles_compute_the_products(
     ty: str, shape: tuple[int, int, int], inputs: str | None, tile: str,
     rng: np.random.Generator,
