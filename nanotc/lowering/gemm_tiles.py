@@ -143,22 +143,23 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     prefetchers stream (and, from a quarter of L1 up, `lowering.prefetch` too). From memory
     (Zen 4, one thread, in one process) against `choose`'s tiles looping over rows,
     streamed, members under a quarter of L1, left to the hardware prefetchers in whole
-    columns, on line-aligned operands: f32 192x2x4 1.58x,
-    128x4x8 1.54x, 160x4x4 1.39x, 96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9
-    1.44x; f64 96x3x4 1.61x, 80x3x9 1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x,
-    64x3x9 1.38x, 64x8x4 1.23x; two threads 1.09-1.15x. With numpy's placement (16 bytes
-    past a line), in two processes each: f32 160x4x4 1.44-1.47x, 128x3x9 1.25-1.27x,
-    128x4x8 1.16-1.21x, 128x6x9 1.10x; f64 80x6x4 1.25-1.30x, 64x3x9 1.21-1.23x, 64x8x4
-    1.15-1.17x. bf16 into f32 (line-aligned / numpy's placement): 128x6x8 1.09x / 1.26x,
-    128x4x8 1.19x / 1.28x, 160x4x4 1.29x / 1.27x, 192x4x8 1.15x / 1.11x, 128x3x9 1.29x /
-    1.33x, 192x2x4 1.11x / 1.18x; f16: 160x4x4 1.34x / 1.38x, 192x2x4 1.60x / 1.40x. Two
-    columns a tile ran 0.75-0.94x of one on line-aligned f32 and f64 operands (f64 80x6x4
-    1.12x), 0.97-1.09x with numpy's placement. Larger members, streamed either way (numpy's
-    placement / line-aligned): f64 128x3x9 1.38x / 1.05x, 128x4x8 1.24x / 1.07-1.09x,
-    96x6x6 1.14x / 1.10x, 96x8x4 1.10x / 1.14x, 192x2x4 1.05-1.10x / 1.16-1.18x; f32
-    256x4x4 1.13x / 1.05x, 256x6x6 1.11x / 1.15x. Not where the column would load A often
-    (f32 128x16x16 0.73x: 7.5 loads a line), nor where the tile would not loop over rows:
-    one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
+    columns, on line-aligned operands: f32 192x2x4 1.58x, 128x4x8 1.54x, 160x4x4 1.39x,
+    96x9x4 1.33x, 128x6x9 1.33x, 128x8x4 1.27x, 128x3x9 1.44x; f64 96x3x4 1.61x, 80x3x9
+    1.48x, 112x2x4 1.47x, 80x6x4 1.32x, 48x9x4 1.32x, 64x3x9 1.38x, 64x8x4 1.23x; two
+    threads 1.09-1.15x. With numpy's placement (16 bytes past a line), in two processes
+    each: f32 160x4x4 1.44-1.47x, 128x3x9 1.25-1.27x, 128x4x8 1.16-1.21x, 128x6x9 1.10x; f64
+    80x6x4 1.25-1.30x, 64x3x9 1.21-1.23x, 64x8x4 1.15-1.17x; two threads f32 160x4x4 1.10x,
+    128x3x9 1.07x, f64 80x6x4 1.04x, 128x4x8 1.01x, f32 128x6x9 0.88-1.02x (3.5 loads a
+    line, at the limit's edge). bf16 into f32 (line-aligned / numpy's placement): 128x6x8
+    1.09x / 1.26x, 128x4x8 1.19x / 1.28x, 160x4x4 1.29x / 1.27x, 192x4x8 1.15x / 1.11x,
+    128x3x9 1.29x / 1.33x, 192x2x4 1.11x / 1.18x; f16: 160x4x4 1.34x / 1.38x, 192x2x4 1.60x
+    / 1.40x. Two columns a tile ran 0.75-0.94x of one on line-aligned f32 and f64 operands
+    (f64 80x6x4 1.12x), 0.97-1.09x with numpy's placement. Larger members, streamed either
+    way (numpy's placement / line-aligned): f64 128x3x9 1.38x / 1.05x, 128x4x8 1.24x /
+    1.07-1.09x, 96x6x6 1.14x / 1.10x, 96x8x4 1.10x / 1.14x, 192x2x4 1.05-1.10x / 1.16-1.18x;
+    f32 256x4x4 1.13x / 1.05x, 256x6x6 1.11x / 1.15x. Not where the column would load A
+    often (f32 128x16x16 0.73x: 7.5 loads a line), nor where the tile would not loop over
+    rows: one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
     0.86x, f64 20x9x20 0.67x)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
