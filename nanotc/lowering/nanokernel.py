@@ -364,9 +364,11 @@ class GemmNanokernel:
 
 
 def _left_to_hardware(tile: TileGemm, target: Target) -> bool:
-    """A tile of a member left to the hardware prefetchers: `left_to_hardware`, and not
-    streamed after all (`lowering.prefetch` streams members whose tiles loop over rows)."""
-    return left_to_hardware(tile, target) and not tile.next_views()
+    """A tile of a member left to the hardware prefetchers (`left_to_hardware`: a small one,
+    or from a quarter of L1 up one read in whole columns) and not streamed after all
+    (`lowering.prefetch` streams small members whose tiles loop over rows)."""
+    hardware = left_to_hardware(tile, target) or left_to_hardware(tile, target, tile.mr)
+    return hardware and not tile.next_views()
 
 
 def _constant(value: Value) -> float | int | None:

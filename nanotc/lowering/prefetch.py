@@ -61,6 +61,9 @@ L2_SHARE = 4  # prefetched operands are at most a quarter of L2
 QUIET_LOOP_STEPS = 48
 LEAD_L1_SHARE = 8  # the prefetched members ahead fill this share of L1
 LATER_DISTANCE = 2  # the member whose lines go to L2 is this many times as far ahead
+# from a quarter of L1, members read in whole columns are left to the hardware prefetchers
+# from this `memory_ratio` (`left_to_hardware`)
+HARDWARE_MEMORY_RATIO = 4.5
 
 
 def prefetch_next_group(func: Function, target: Target) -> None:
@@ -200,27 +203,47 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     128x6x8, 96x9x9). Most such members now take a tile of whole columns instead, which
     the hardware prefetchers stream faster still (`gemm_tiles.member_tile_model`); the
     rule keeps the row loops of those too tall for one (f64 128x2x4) or whose column would
-    load A too often (f32 96x9x9, f16 128x6x8)."""
-    if not memory_bound(g, target) or member_bytes(g) >= target.l1_bytes // SMALL_GEMM_L1_SHARE:
+    load A too often (f32 96x9x9, f16 128x6x8).
+
+    From a quarter of L1 up, members whose tile reads C's columns whole (`tile_rows` at
+    least their rows) are left to the hardware where their bytes take HARDWARE_MEMORY_RATIO
+    times their compute or more (`memory_ratio`), and streamed below that. Against
+    streaming, numpy's placement / line-aligned: f64 200x2x4 (7.2) 1.38x / 1.29x, 224x2x3
+    (8.0) 1.34x / 1.18x, 192x2x4 (7.2) 1.30x (three processes) / 1.07x, 128x2x8 (6.0)
+    1.35x / 1.33x, 160x3x4 (5.6) 1.24x / 1.14x; f32 448x2x3 (8.0) 1.38x / 1.14x, 320x4x4
+    (4.8) 1.15x / 1.03x, 256x4x4 (4.8) 0.96-1.17x / 1.14x. Below it: f64 128x3x9 (4.3)
+    0.94x / 1.15x, 128x4x8 (3.7) 0.82-0.89x / 1.09x, 96x6x6 (3.3) 0.90x / 0.90x; f32 256x6x6
+    (3.2) 0.84x / 0.98x."""
+    if not memory_bound(g, target):
         return False
     # more than one full block of rows: `gemm_tiles` loops the tile over them
     looped = tile_rows is not None and g.c.type.shape[0] // tile_rows > 1
-    return not (looped and _group_views(g))
+    if member_bytes(g) < target.l1_bytes // SMALL_GEMM_L1_SHARE:
+        return not (looped and _group_views(g))
+    read_in_order = tile_rows is not None and not looped
+    return read_in_order and memory_ratio(g, target) >= HARDWARE_MEMORY_RATIO
 
 
 def memory_bound(g: Gemm | TileGemm, target: Target) -> bool:
     """Static shapes that need more bytes per cycle of the gemm's compute at the peak than
     the target's `hardware_prefetch_bytes_per_cycle` (none where that is not measured)."""
+    return memory_ratio(g, target) > 1
+
+
+def memory_ratio(g: Gemm | TileGemm, target: Target) -> float:
+    """The cycles a member's bytes take at the target's `hardware_prefetch_bytes_per_cycle`
+    over those of its compute at the peak; 0 for run-time shapes or an unmeasured rate."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
-        return False
+        return 0.0
     m, n = g.c.type.shape[0], g.c.type.shape[1]
     k = g.a.type.shape[0 if g.trans_a is Transpose.T else 1]
     compute = g.c.type.element
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
     flops_per_cycle = 2 * target.lanes(compute) * target.fma_per_cycle
     flops_per_cycle *= target.bf16_dot_rate if dot else 1
-    return member_bytes(g) / rate > 2 * m * n * k / flops_per_cycle
+    flops = 2 * m * n * k
+    return member_bytes(g) / rate * flops_per_cycle / flops if flops else 0.0
 
 
 def streamed_types(target: Target) -> tuple[ScalarType, ...]:

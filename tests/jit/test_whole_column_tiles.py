@@ -87,23 +87,27 @@ def test_members_from_cache_or_without_a_measured_rate_keep_their_row_loops(
 
 
 @pytest.mark.parametrize(
-    ("ty", "shape", "tile"),
-    [("f64", (128, 4, 8), "128 x 1"), ("f64", (192, 2, 4), "192 x 1"),
-     ("f32", (256, 6, 6), "256 x 1")],
+    ("ty", "shape", "tile", "streamed"),
+    [("f64", (128, 4, 8), "128 x 1", True), ("f64", (128, 3, 9), "128 x 1", True),
+     ("f32", (256, 6, 6), "256 x 1", True), ("f64", (192, 2, 4), "192 x 1", False),
+     ("f32", (320, 4, 4), "320 x 1", False)],
     ids=str,
 )  # fmt: skip
-def test_larger_memory_bound_members_stream_whole_columns(
-    ty: str, shape: tuple[int, int, int], tile: str
+def test_larger_memory_bound_members_take_whole_columns(
+    ty: str, shape: tuple[int, int, int], tile: str, streamed: bool
 ) -> None:
-    """From a quarter of L1 (12-18 KiB here) a member still needs more bytes than it
-    computes: it takes whole columns too, and they stream the next members' lines. Columns
-    of 16 to 24 vectors hold B's broadcast and take A's vectors as FMA operands, spilling
-    nothing."""
+    """From a quarter of L1 (10-18 KiB here) a member that needs more bytes than it computes
+    takes whole columns too. They stream the next members' lines, but where the bytes take
+    4.5 times the compute or more (f64 192x2x4: 7.2, f32 320x4x4: 4.8; 3.2-4.3 for the
+    others), which the hardware prefetchers are left to. Columns of 16 to 24 vectors hold
+    B's broadcast and take A's vectors as FMA operands, spilling nothing."""
     text = group_members(ty, *shape)
     compilation = nanotc.compile(text, target=ZEN4, cache=False)
     assert tile_shapes(text) == {tile}
-    assert "next a %" in compilation.tiled()
-    loops = asm.hot_loops(compilation.assembly(), "k")
+    assert ("next a %" in compilation.tiled()) is streamed
+    code = compilation.assembly()
+    assert ("prefetch" in code) is streamed
+    loops = asm.hot_loops(code, "k")
     assert loops and all(loop.registers("zmm") and not loop.stack_accesses() for loop in loops)
 
 
@@ -115,7 +119,12 @@ def test_the_tuner_times_the_whole_column_as_the_analytical_choice() -> None:
 @needs_host(ZEN4)
 @pytest.mark.parametrize(
     ("ty", "shape", "inputs", "tile"),
-    [*WHOLE_COLUMNS, ("f64", (128, 4, 8), None, "128 x 1"), ("f64", (192, 2, 4), None, "192 x 1")],
+    [
+        *WHOLE_COLUMNS,
+        ("f64", (128, 4, 8), None, "128 x 1"),
+        ("f64", (192, 2, 4), None, "192 x 1"),
+        ("f32", (320, 4, 4), None, "320 x 1"),
+    ],
     ids=str,
 )
 def test_whole_column_tiles_compute_the_products(
