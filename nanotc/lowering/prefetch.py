@@ -44,6 +44,8 @@ f64 56x9x9 1.19x, f64 20x9x20 1.16x, f64 16^3 and 35x9x35 1.1x, f32 64^3 1.08x, 
 
 from __future__ import annotations
 
+import math
+
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Function, Instruction, Region, rewrite_bottom_up, walk
 from nanotc.ir.instructions import BinaryOp, Gemm, Subview, Transpose, is_group_id
@@ -232,7 +234,8 @@ def memory_bound(g: Gemm | TileGemm, target: Target) -> bool:
 
 def memory_ratio(g: Gemm | TileGemm, target: Target) -> float:
     """The cycles a member's bytes take at the target's `hardware_prefetch_bytes_per_cycle`
-    over those of its compute at the peak; 0 for run-time shapes or an unmeasured rate."""
+    over those of its compute at the peak (infinite with no compute, K = 0); 0 for
+    run-time shapes or an unmeasured rate."""
     rate = target.hardware_prefetch_bytes_per_cycle
     if rate <= 0 or any(DYNAMIC in t.shape for t in _operand_types(g)):
         return 0.0
@@ -242,8 +245,10 @@ def memory_ratio(g: Gemm | TileGemm, target: Target) -> float:
     dot = g.a.type.element is ScalarType.BF16 and target.bf16_gemm_by_dot
     flops_per_cycle = 2 * target.lanes(compute) * target.fma_per_cycle
     flops_per_cycle *= target.bf16_dot_rate if dot else 1
-    flops = 2 * m * n * k
-    return member_bytes(g) / rate * flops_per_cycle / flops if flops else 0.0
+    flops, moved = 2 * m * n * k, member_bytes(g)
+    if not flops:
+        return math.inf if moved else 0.0
+    return moved / rate * flops_per_cycle / flops
 
 
 def streamed_types(target: Target) -> tuple[ScalarType, ...]:
