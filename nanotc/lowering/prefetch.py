@@ -207,22 +207,23 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     rule keeps the row loops of those too tall for one (f64 128x2x4) or whose column would
     load A too often (f32 96x9x9, f16 128x6x8).
 
-    From a quarter of L1 up, members whose tile reads C's columns whole (`tile_rows` at
-    least their rows) are left to the hardware where their bytes take HARDWARE_MEMORY_RATIO
-    times their compute or more (`memory_ratio`), and streamed below that. Against
-    streaming, numpy's placement / line-aligned: f64 200x2x4 (7.2) 1.38x / 1.29x, 224x2x3
-    (8.0) 1.34x / 1.18x, 192x2x4 (7.2) 1.30x (three processes) / 1.07x, 128x2x8 (6.0)
-    1.35x / 1.33x, 160x3x4 (5.6) 1.24x / 1.14x; f32 448x2x3 (8.0) 1.38x / 1.14x, 320x4x4
-    (4.8) 1.15x / 1.03x, 256x4x4 (4.8) 0.96-1.17x / 1.14x. Below it: f64 128x3x9 (4.3)
-    0.94x / 1.15x, 128x4x8 (3.7) 0.82-0.89x / 1.09x, 96x6x6 (3.3) 0.90x / 0.90x; f32 256x6x6
-    (3.2) 0.84x / 0.98x."""
+    From a quarter of L1 up, members picked by the group id whose tile reads C's columns
+    whole (`tile_rows` at least their rows) are left to the hardware where their bytes take
+    HARDWARE_MEMORY_RATIO times their compute or more (`memory_ratio`), and streamed below
+    that. Against streaming, numpy's placement / line-aligned: f64 200x2x4 (7.2) 1.38x /
+    1.29x, 224x2x3 (8.0) 1.34x / 1.18x, 192x2x4 (7.2) 1.30x (three processes) / 1.07x,
+    128x2x8 (6.0) 1.35x / 1.33x, 160x3x4 (5.6) 1.24x / 1.14x; f32 448x2x3 (8.0) 1.38x /
+    1.14x, 320x4x4 (4.8) 1.15x / 1.03x, 256x4x4 (4.8) 0.96-1.17x / 1.14x. Below it: f64
+    128x3x9 (4.3) 0.94x / 1.15x, 128x4x8 (3.7) 0.82-0.89x / 1.09x, 96x6x6 (3.3) 0.90x /
+    0.90x; f32 256x6x6 (3.2) 0.84x / 0.98x."""
     if not memory_bound(g, target):
         return False
     # more than one full block of rows: `gemm_tiles` loops the tile over them
     looped = tile_rows is not None and g.c.type.shape[0] // tile_rows > 1
     if member_bytes(g) < target.l1_bytes // SMALL_GEMM_L1_SHARE:
         return not (looped and _group_views(g))
-    read_in_order = tile_rows is not None and not looped
+    # the group's member in whole columns: a batch from memory read in order
+    read_in_order = tile_rows is not None and not looped and bool(_group_views(g))
     return read_in_order and memory_ratio(g, target) >= HARDWARE_MEMORY_RATIO
 
 

@@ -10,6 +10,9 @@ import pytest
 
 import nanotc
 from nanotc.codegen import asm
+from nanotc.ir.core import walk
+from nanotc.ir.instructions import Gemm
+from nanotc.lowering.prefetch import left_to_hardware
 from nanotc.targets import get
 from nanotc.tuning.tuner import gemm_sites
 
@@ -160,3 +163,13 @@ def test_a_transposed_member_in_whole_columns_computes_the_product(
     want = c + np.einsum("kmg,nkg->mng", a.astype(np.float64), b.astype(np.float64))
     nanotc.compile(TRANSPOSED, target=ZEN4, cache=False)["k"](a, b, c, group_size=5)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * 9)
+
+
+def test_only_group_members_in_whole_columns_are_left_to_the_hardware() -> None:
+    """f64 64x2x16 (9.3 KiB, bytes 5.5 times the compute) in a 64-row tile: a group's
+    member is left to the hardware prefetchers, the same gemm on a loop's members (a batch
+    in cache, not measured) is not."""
+    for members, left in ((group_members, True), (looped_members, False)):
+        program = nanotc.load(members("f64", 64, 2, 16))
+        (gemm,) = [i for i in walk(program.function("k").body) if isinstance(i, Gemm)]
+        assert left_to_hardware(gemm, ZEN4, tile_rows=64) is left
