@@ -52,7 +52,7 @@ from nanotc.ir.instructions import BinaryOp, Gemm, Subview, Transpose, is_group_
 from nanotc.ir.tile import TileGemm, TileMin, TilePrefetch
 from nanotc.ir.types import DYNAMIC, MemRefType, ScalarType
 from nanotc.ir.values import OpResult, Value
-from nanotc.lowering.register_tile import SMALL_GEMM_L1_SHARE
+from nanotc.lowering.register_tile import SMALL_GEMM_L1_SHARE, loops_over_rows
 from nanotc.targets import Target
 
 L2_SHARE = 4  # prefetched operands are at most a quarter of L2
@@ -218,8 +218,7 @@ def left_to_hardware(g: Gemm | TileGemm, target: Target, tile_rows: int | None =
     0.90x; f32 256x6x6 (3.2) 0.84x / 0.98x."""
     if not memory_bound(g, target):
         return False
-    # more than one full block of rows: `gemm_tiles` loops the tile over them
-    looped = tile_rows is not None and g.c.type.shape[0] // tile_rows > 1
+    looped = tile_rows is not None and loops_over_rows(g.c.type.shape[0], tile_rows)
     if member_bytes(g) < target.l1_bytes // SMALL_GEMM_L1_SHARE:
         return not (looped and _group_views(g))
     # the group's member in whole columns: a batch from memory read in order

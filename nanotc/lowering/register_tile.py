@@ -197,6 +197,12 @@ def choose(
     return tile
 
 
+def loops_over_rows(m: int, mr: int) -> bool:
+    """Whether tiles of mr rows loop over a static M's row blocks: more than one full
+    block (`gemm_tiles._Tiler` emits a loop for those, a single tile for one)."""
+    return m // mr > 1
+
+
 def choose_whole_columns(
     target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None,
     reserved: int = 0, **rules: bool,
@@ -207,7 +213,7 @@ def choose_whole_columns(
     (`gemm_tiles.member_tile_model`). Its many vectors keep enough FMA chains for the
     latency."""
     tile = choose(target, element, m, n, k, reserved, **rules)
-    if m is None or m // tile.mr <= 1:
+    if m is None or not loops_over_rows(m, tile.mr):
         return tile
     column = RegisterTile(-(-m // tile.lanes), 1, tile.lanes)
     whole_rows = rules.get("whole_rows", False)
