@@ -50,7 +50,7 @@ from nanotc.runtime.extents import (
     group_indexed_modes,
     same_extents,
 )
-from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array
+from nanotc.runtime.interop import InteropError, as_ndarray, is_foreign_array, is_ndarray
 from nanotc.runtime.writes import (
     DisjointPair,
     Piece,
@@ -83,7 +83,7 @@ class Group:
 
 def arrays_of(value: Any) -> list[np.ndarray]:
     """The numpy arrays an argument holds: itself, or a group's members."""
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         return [value]
     if isinstance(value, Group):
         return arrays_of(value.members)
@@ -98,7 +98,7 @@ def copy_argument(value: Any) -> Any:
     members), so a launch on the copy accepts what it accepts on the original and never
     writes the original's memory. Foreign arrays (torch tensors) are copied into numpy
     arrays of the same layout. Scalars are returned as they are."""
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         return _copy_with_layout(value)
     if is_foreign_array(value):
         view = as_ndarray(value)
@@ -408,7 +408,7 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
     dtype = numpy_dtype(t)
     if not isinstance(value, np.ndarray | np.generic) and hasattr(value, "__dlpack__"):
         value = _as_array(name, t, value)  # a 0-d tensor is a number, as a 0-d array is
-    if isinstance(value, np.ndarray) and value.ndim == 0:
+    if is_ndarray(value) and value.ndim == 0:
         value = value[()]
     if t.is_int:
         if isinstance(value, bool | np.bool_):
@@ -697,7 +697,7 @@ def _as_array(name: str, t: Type, value: Any) -> np.ndarray:
 
 
 def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         size = value.itemsize
         if not size or any(s % size for s in value.strides):
             return f"{value.dtype} array of shape {value.shape} with byte strides {value.strides}"

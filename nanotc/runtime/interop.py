@@ -22,18 +22,22 @@ class InteropError(ValueError):
     lazy negation)."""
 
 
+def is_ndarray(value: Any) -> bool:
+    """Whether `value` is a numpy array, by its type: `isinstance` asks `__class__`, which
+    an object can claim to be ndarray while holding no array memory."""
+    return issubclass(type(value), np.ndarray)
+
+
 def is_foreign_array(value: Any) -> bool:
     """Whether `value` is an array nanotc can view without copying (numpy's included)."""
     return (
-        isinstance(value, np.ndarray)
-        or hasattr(value, "__dlpack__")
-        or hasattr(value, "__array_interface__")
+        is_ndarray(value) or hasattr(value, "__dlpack__") or hasattr(value, "__array_interface__")
     )
 
 
 def as_ndarray(value: Any) -> np.ndarray | None:
     """A numpy view of `value`'s memory, or None if it is not an array of any known kind."""
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         return value
     if isinstance(value, np.generic):  # immutable: its array is a copy, which no write may reach
         array = np.array(value)

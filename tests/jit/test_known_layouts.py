@@ -132,3 +132,27 @@ def test_python_numbers_take_the_quick_slot_path_with_bindings_bits_and_errors(t
         assert slots[0] == bits, (value, hex(slots[0]), hex(bits))
         kernel(value, y, group_size=1)
         assert y.view(f"u{dtype.itemsize}")[0] == bits, value
+
+
+class _ClaimsToBeAnArray:
+    """An object whose `__class__` says ndarray, with the layout of an array launched before:
+    read as an array, its header would give a wild data address."""
+
+    def __init__(self, like: np.ndarray):
+        self.dtype, self.shape, self.strides = like.dtype, like.shape, like.strides
+
+    @property
+    def __class__(self) -> type:
+        return np.ndarray
+
+
+def test_an_object_claiming_a_known_arrays_class_and_layout_goes_to_binding() -> None:
+    kernel = compiled(AXPBY)["k"]
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    kernel(1.0, x, y, group_size=1)
+    impostor = _ClaimsToBeAnArray(x)
+    assert isinstance(impostor, np.ndarray)  # what `__class__` tells isinstance
+    assert kernel._known.slot_values((1.0, impostor, y), 1) is None
+    with pytest.raises(ArgumentError, match="argument %x"):
+        kernel(1.0, impostor, y, group_size=1)
+
