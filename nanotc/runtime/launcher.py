@@ -17,6 +17,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -172,106 +173,122 @@ class SlotPacker:
 
 class KnownLayouts:
     """An inline cache in front of binding and packing. A memref argument's slots are its data
-    address and, from its layout (dtype, shape, strides), its dynamic sizes and strides; once
-    binding has accepted an array of some layout for a parameter, those are remembered, so a
-    later launch whose arrays all have known layouts skips binding: it reads their addresses
-    and fills the slots (a whole launch of three arrays took 7-11 us here, against 19-27
-    with binding). Anything else (a new layout, a group, a foreign array, an error to
-    report) takes the binding path, which is the only one that checks, and learns from it.
-    Binding's checks depend on nothing but the layout, but for what the kernel's writes ask
-    (`nanotc.runtime.writes`): an array it writes must be writeable, tested here too, and
-    arrays that must not share memory have their byte ranges compared here; ranges that meet
-    take the binding path, which tests the arrays exactly (a launch of a gemm on three arrays
-    pays 0.3-0.4 us of its 3.3 for the comparison, 0.1-0.2 for the writeable test). Sizes
-    the kernel pairs (`nanotc.runtime.extents`) are compared too: layouts known one by one
-    may not fit together; and so are the modes every work-group indexes by its id, with the
-    launch's group_size."""
+    address and, from its layout (class, dtype, shape, strides), its dynamic sizes and
+    strides. Once binding has accepted a launch's arrays, the layouts of all of them together
+    are remembered with the slots they give, so a later launch whose arrays have those
+    layouts skips binding: one lookup, then it reads their addresses and scalars into a copy
+    of the slots (a launch of a batched 8^3 gemm on three arrays took 5.5 us here with a
+    lookup per array, 7-11 us before that, 19-27 with binding). Anything else (a new
+    combination, a group, a foreign array, an error to report) takes the binding path, which
+    is the only one that checks, and learns from it.
 
-    _KEPT = 64  # layouts remembered per parameter before the memory is reset
+    Binding's checks depend on nothing but the layouts (so sizes the kernel pairs,
+    `nanotc.runtime.extents`, hold for a combination it accepted), the group_size and what
+    the kernel's writes ask (`nanotc.runtime.writes`). So a launch here tests that group_size
+    is within the extents of the modes every work-group indexes by its id, that the arrays it
+    writes are writeable, and compares the byte ranges of arrays that must not share memory;
+    ranges that meet take the binding path, which tests the arrays exactly."""
+
+    _KEPT = 64  # combinations of layouts remembered before the memory is reset
 
     def __init__(self, func: Function, native: Sequence[abi.NativeArg], bind: ArgumentBinder):
         params = [[a for a in native if a.param == i] for i in range(len(func.arguments))]
-        self._count = len(params)
-        self._tail_readers = [_tail_readers(p) for p in params]
-        self._scalars = [_scalar_slot(p, bind, i) for i, p in enumerate(params)]
-        self._layouts: list[dict[tuple[Any, ...], KnownLayout]] = [{} for _ in params]
-        self._written = tuple(bind.written)  # parameters whose arrays must be writeable
-        self._enabled = all(r is not None or s is not None
-                            for r, s in zip(self._tail_readers, self._scalars))  # fmt: skip
-        data_slot: dict[int, int] = {}  # a memref parameter's first slot is its data address
+        first_slot: dict[int, int] = {}  # a parameter's first slot: a memref's data address
         for k, arg in enumerate(native):
-            data_slot.setdefault(arg.param, k)
-        # memref parameters that must not share memory, and their data slots (groups, the
-        # other parameters that may, always take the binding path)
-        self._disjoint = tuple(
-            (p.output, p.operand, data_slot[p.output], data_slot[p.operand]) for p in bind.disjoint
+            first_slot.setdefault(arg.param, k)
+        self._count = len(params)
+        self._slots = len(native)
+        self._first_slot = first_slot
+        tails = [_tail_readers(p) for p in params]
+        scalars = [_scalar_slot(p, bind, i) for i, p in enumerate(params)]
+        self._enabled = all(r is not None or s is not None for r, s in zip(tails, scalars))
+        self._tail_readers = {i: readers for i, readers in enumerate(tails) if readers is not None}
+        self._memrefs = tuple(self._tail_readers)
+        self._pick = _picker(self._memrefs)
+        self._data_slots = tuple((i, first_slot[i]) for i in self._memrefs)
+        self._scalar_slots = tuple(
+            (i, first_slot[i], read) for i, read in enumerate(scalars) if read is not None
         )
-        self._same_extents = tuple(
-            (e.first.param, e.first.mode, e.second.param, e.second.mode)
-            for e in bind.same_extents
-            if not (e.first.member or e.second.member)  # groups take the binding path
-        )
+        self._written = tuple(bind.written)  # parameters whose arrays must be writeable
+        self._disjoint = tuple((p.output, p.operand) for p in bind.disjoint)
         self._group_indexed = tuple((g.param, g.mode) for g in bind.group_indexed)
+        self._known: dict[tuple[Any, ...], KnownLayout] = {}
 
     def slot_values(self, args: Sequence[Any], group_size: int) -> list[int] | None:
         """The launch's slot values, or None if binding has to look at an argument."""
         if not self._enabled or len(args) != self._count:
             return None
-        values: list[int] = []
-        spans: list[tuple[int, int] | None] = []
-        for value, layouts, scalar in zip(args, self._layouts, self._scalars):
-            if scalar is not None:
-                slot = scalar(value)
-                if slot is None:
-                    return None
-                values.append(slot)
-                spans.append(None)
-                continue
-            if type(value) is not np.ndarray:
+        try:
+            known = self._known.get(_layouts(self._pick(args)))
+        except (AttributeError, TypeError):  # not an array, or a layout that is not hashable
+            return None
+        if known is None or group_size > known.max_groups:
+            return None  # a new combination, or fewer elements than work-groups
+        values = known.slots.copy()
+        for param, slot in self._data_slots:
+            values[slot] = data_address(args[param])
+        for param, slot, read in self._scalar_slots:
+            bits = read(args[param])
+            if bits is None:
                 return None
-            known = layouts.get((value.dtype, value.shape, value.strides))
-            if known is None:
+            values[slot] = bits
+        for param in self._written:
+            if not args[param].flags.writeable:
                 return None
-            tail, span = known
-            values.append(data_address(value))
-            values.extend(tail)
-            spans.append(span)
-        for index in self._written:
-            if not args[index].flags.writeable:
-                return None
-        for x, x_mode, y, y_mode in self._same_extents:
-            if args[x].shape[x_mode] != args[y].shape[y_mode]:
-                return None  # layouts known apart, not together: binding reports it
-        for index, mode in self._group_indexed:
-            if args[index].shape[mode] < group_size:
-                return None  # fewer elements than work-groups: binding reports it
-        for output, operand, output_slot, operand_slot in self._disjoint:
-            x, y = spans[output], spans[operand]
-            if x is None or y is None:
-                continue
-            at_x, at_y = values[output_slot], values[operand_slot]
-            if at_x + x[0] < at_y + y[1] and at_y + y[0] < at_x + x[1]:
+        for x_slot, y_slot, (x_low, x_high), (y_low, y_high) in known.disjoint:
+            at_x, at_y = values[x_slot], values[y_slot]
+            if at_x + x_low < at_y + y_high and at_y + y_low < at_x + x_high:
                 return None  # their ranges meet: binding tests whether they share memory
         return values
 
     def learn(self, args: Sequence[Any], bound: Sequence[BoundArgument]) -> None:
         """Remembers the layouts of the memref arguments of a launch binding accepted."""
-        for value, view, readers, layouts in zip(args, bound, self._tail_readers, self._layouts):
-            if readers is None or type(value) is not np.ndarray:
-                continue
-            if len(layouts) >= self._KEPT:
-                layouts.clear()
-            tail = tuple(r(view, []) for r in readers)
-            span = byte_range(0, value.shape, value.strides, value.itemsize) if value.size else None
-            layouts[(value.dtype, value.shape, value.strides)] = KnownLayout(tail, span)
+        if not self._enabled or any(type(args[i]) is not np.ndarray for i in self._memrefs):
+            return
+        if len(self._known) >= self._KEPT:
+            self._known.clear()
+        slots = [0] * self._slots
+        spans: dict[int, tuple[int, int] | None] = {}
+        for param, readers in self._tail_readers.items():
+            first, value = self._first_slot[param], args[param]
+            slots[first + 1 : first + 1 + len(readers)] = [r(bound[param], []) for r in readers]
+            empty = value.size == 0
+            spans[param] = None if empty else byte_range(0, value.shape, value.strides,
+                                                         value.itemsize)  # fmt: skip
+        disjoint = tuple(
+            (self._first_slot[x], self._first_slot[y], spans[x], spans[y])
+            for x, y in self._disjoint
+            if spans.get(x) is not None and spans.get(y) is not None
+        )
+        max_groups = min((args[p].shape[m] for p, m in self._group_indexed), default=_MAX_GROUPS)
+        self._known[_layouts(self._pick(args))] = KnownLayout(slots, disjoint, max_groups)
+
+
+_layout = attrgetter("dtype", "shape", "strides")
+
+
+def _layouts(arrays: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The key of a combination of arrays: their types (which, unlike `__class__`, no object
+    can fake), then their layouts."""
+    return (*map(type, arrays), *map(_layout, arrays))
+
+
+def _picker(indices: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """The arguments at `indices`, as a tuple (itemgetter returns one index's bare)."""
+    if len(indices) == 1:
+        (index,) = indices
+        return lambda args: (args[index],)
+    return itemgetter(*indices) if indices else lambda args: ()
 
 
 class KnownLayout(NamedTuple):
-    """What a memref parameter's slots hold for arrays of one layout after the data pointer,
-    and the bytes such an array spans from it (None: empty)."""
+    """A combination of layouts binding accepted: the launch's slots but for the data
+    addresses and scalars, the byte ranges (relative to their data slots) of arrays that must
+    not share memory, and the most work-groups its group-indexed modes allow."""
 
-    tail: tuple[int, ...]
-    span: tuple[int, int] | None
+    slots: list[int]
+    disjoint: tuple[tuple[int, int, tuple[int, int], tuple[int, int]], ...]
+    max_groups: int
 
 
 class SlotBuffers:

@@ -156,3 +156,12 @@ def test_an_object_claiming_a_known_arrays_class_and_layout_goes_to_binding() ->
     with pytest.raises(ArgumentError, match="argument %x"):
         kernel(1.0, impostor, y, group_size=1)
 
+
+def test_combinations_of_layouts_are_remembered_up_to_a_bound() -> None:
+    kernel = compiled(AXPBY)["k"]
+    for n in range(1, 3 * kernel._known._KEPT):
+        x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+        kernel(2.0, x, y, group_size=1)
+        np.testing.assert_array_equal(y, 2 * x)
+        assert 1 <= len(kernel._known._known) <= kernel._known._KEPT
+    assert kernel._known.slot_values((2.0, x, y), 1) is not None
