@@ -3,15 +3,18 @@
 `kernel(*args, group_size=N, num_threads=T)` binds and checks every argument, packs the native
 arguments into 8-byte slots (see `nanotc.codegen.abi`), splits work-groups 0..N-1 into T
 contiguous chunks and runs them in one native call that releases the GIL: one chunk on the
-calling thread, the others on the workers of the native pool (`nanotc.runtime.pool`). A call
-whose arrays all have layouts bound before skips binding (`KnownLayouts`); `prepare` binds
-once for any number of launches on the same arguments.
+calling thread, the others on the workers of the native pool (`nanotc.runtime.pool`). Without
+`num_threads`, a chunk per available core, but fewer where chunks would take too little work
+to pay for a thread (`chunk_groups`). A call whose arrays all have layouts bound before skips
+binding (`KnownLayouts`); `prepare` binds once for any number of launches on the same
+arguments.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -34,6 +37,7 @@ from nanotc.runtime.arguments import (
 )
 from nanotc.runtime.pool import run_chunks
 from nanotc.runtime.writes import byte_range
+from nanotc.transforms.flops import gemm_work_per_group
 
 _PACKED_ENTRY = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
@@ -61,16 +65,20 @@ class Kernel:
         self._known = KnownLayouts(func, native, self._bind)
         self._buffers = SlotBuffers(len(native))
         self._owner = owner  # keeps the machine code alive
+        self._chunk_groups = chunk_groups(func)
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
-        threads = default_threads() if num_threads is None else num_threads
-        plain = type(group_size) is int and type(threads) is int
-        if plain and 0 <= group_size <= _MAX_GROUPS and threads >= 1:
+        plain = type(group_size) is int and (num_threads is None or type(num_threads) is int)
+        if plain and 0 <= group_size <= _MAX_GROUPS and (num_threads is None or num_threads >= 1):
             values = self._known.slot_values(args, group_size)
             if values is not None:  # every argument of a layout bound before: no binding
+                if num_threads is None:
+                    work = default_split(group_size, self._chunk_groups)
+                else:
+                    work = split(group_size, num_threads)
                 buffer = self._buffers.take(values)
                 try:
-                    _run(self, buffer[1], split(group_size, threads))
+                    _run(self, buffer[1], work)
                 finally:
                     self._buffers.give(buffer)
                 return
@@ -83,16 +91,39 @@ class Kernel:
             raise ValueError(
                 f"group_size must be an integer from 0 to {_MAX_GROUPS}, got {group_size!r}"
             )
-        threads = default_threads() if num_threads is None else num_threads
-        if not is_count(threads) or threads < 1:
+        if num_threads is not None and (not is_count(num_threads) or num_threads < 1):
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         bound = self._bind(args, int(group_size))
         slots, keepalive = self._pack(bound)
         self._known.learn(args, bound)
-        return Launch(self, slots, keepalive, split(int(group_size), int(threads)))
+        groups = int(group_size)
+        if num_threads is None:
+            work = default_split(groups, self._chunk_groups)
+        else:
+            work = split(groups, int(num_threads))
+        return Launch(self, slots, keepalive, work)
 
 
 _MAX_GROUPS = 2**63 - 1  # the native entry takes the group count as an int64
+
+# the f32 FLOPs of a chunk worth a thread of its own: about a microsecond at one core's f32
+# peak, what handing a chunk to a worker costs (Zen 4, batched gemms in L2, prepared launches
+# on one thread against two: f32 8^3 x 128 and 16^3 x 16 (131 kFLOP) 0.81-0.95x, f64 8^3 x
+# 64 0.86x; f32 16^3 x 32 and 32^3 x 4 (262 kFLOP) 1.03x, f64 8^3 x 128 1.08x, 16^3 x 16
+# 1.06x, f32 8^3 x 256 1.19x)
+MIN_CHUNK_F32_FLOPS = 100_000
+
+
+def chunk_groups(func: Function) -> int:
+    """The fewest work-groups of a kernel that a thread of a launch that does not say
+    `num_threads` takes: enough for MIN_CHUNK_F32_FLOPS of f32 work (an f64 FLOP counts
+    twice, a 16-bit one half), where the kernel's work is known in FLOPs
+    (`flops.gemm_work_per_group`); one for other kernels."""
+    work = gemm_work_per_group(func)
+    if work is None or not work[0]:
+        return 1
+    flops, element_bytes = work
+    return max(1, math.ceil(MIN_CHUNK_F32_FLOPS * 4 / (flops * element_bytes)))
 
 
 def is_count(value: object) -> bool:
@@ -118,6 +149,14 @@ class Split:
     @property
     def bounds_at(self) -> int:
         return ctypes.addressof(self.bounds)
+
+
+@lru_cache(maxsize=256)
+def default_split(group_size: int, fewest_groups: int) -> Split:
+    """The split of a launch that does not say `num_threads`: one chunk for each available
+    core, but no more than give each at least `fewest_groups` work-groups (`chunk_groups`)."""
+    threads = max(1, min(default_threads(), group_size // fewest_groups))
+    return split(group_size, threads)
 
 
 @lru_cache(maxsize=256)

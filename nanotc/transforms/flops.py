@@ -13,7 +13,12 @@ from collections.abc import Mapping
 
 from nanotc.ir.core import Function, Instruction, Region
 from nanotc.ir.instructions import (
+    ArithBinary,
+    ArithUnary,
     Axpby,
+    BlasInstruction,
+    Cast,
+    Cmp,
     For,
     Foreach,
     Gemm,
@@ -21,6 +26,8 @@ from nanotc.ir.instructions import (
     Ger,
     Hadamard,
     If,
+    Load,
+    Store,
     Sum,
     Transpose,
 )
@@ -33,6 +40,32 @@ Sizes = Mapping[int, tuple[int, ...]]
 
 def flops_per_group(func: Function, shapes: Sizes) -> int | None:
     return _region(func.body, shapes)
+
+
+def gemm_work_per_group(func: Function) -> tuple[int, int] | None:
+    """The FLOPs of a work-group and the widest element of the C its gemms write, for a
+    kernel whose only work is gemms of static shapes (in loops of static trip counts, with
+    scalar code only outside loops); None for any other kernel, whose time FLOPs do not
+    tell (memory-bound BLAS 1 and 2 instructions, scalar loops, run-time sizes)."""
+    gemms = list(_gemms_only(func.body, looped=False))
+    flops = flops_per_group(func, {})
+    if None in gemms or not gemms or flops is None:
+        return None
+    return flops, max(g.c.type.element.size for g in gemms)  # type: ignore[union-attr]
+
+
+_SCALAR_WORK = (Load, Store, ArithBinary, ArithUnary, Cast, Cmp)
+
+
+def _gemms_only(region: Region, looped: bool):  # type: ignore[no-untyped-def]
+    """The region's gemms, with None for each instruction of other work (`gemm_work_per_group`)."""
+    for inst in region.instructions:
+        if isinstance(inst, Gemm):
+            yield inst
+        elif isinstance(inst, BlasInstruction) or (looped and isinstance(inst, _SCALAR_WORK)):
+            yield None
+        for inner in inst.regions():
+            yield from _gemms_only(inner, looped or isinstance(inst, For | Foreach))
 
 
 def _region(region: Region, shapes: Sizes) -> int | None:
