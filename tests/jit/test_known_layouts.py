@@ -165,3 +165,22 @@ def test_combinations_of_layouts_are_remembered_up_to_a_bound() -> None:
         np.testing.assert_array_equal(y, 2 * x)
         assert 1 <= len(kernel._known._known) <= kernel._known._KEPT
     assert kernel._known.slot_values((2.0, x, y), 1) is not None
+
+
+class _ShapeRaises:
+    """A foreign object whose layout attributes raise (as a torch nested tensor's `shape`)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise RuntimeError("no sizes")
+
+    dtype, strides = np.dtype(np.float32), (4,)
+
+
+def test_the_known_layouts_ask_nothing_of_objects_that_are_not_numpy_arrays() -> None:
+    kernel = compiled(AXPBY)["k"]
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    kernel(1.0, x, y, group_size=1)
+    assert kernel._known.slot_values((1.0, _ShapeRaises(), y), 1) is None
+    with pytest.raises(ArgumentError, match="argument %x: expected a numpy array"):
+        kernel(1.0, _ShapeRaises(), y, group_size=1)
