@@ -17,6 +17,7 @@ nest of the LLVM backend.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
@@ -170,7 +171,9 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     if on_group_views(g) and same and whole_vector and deep and wide:
         return choose_narrow(columns)
     if on_group_views(g) and memory_bound(g, target) and reads_a_seldom(g, target):
-        return choose_whole_columns
+        plain = g.trans_a is Transpose.N and g.trans_b is Transpose.N
+        pairs = same and plain and element is ScalarType.F64  # see `takes_column_pairs`
+        return partial(choose_whole_columns, pairs_when_tall=pairs)
     return choose
 
 

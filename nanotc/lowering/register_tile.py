@@ -205,19 +205,59 @@ def loops_over_rows(m: int, mr: int) -> bool:
 
 def choose_whole_columns(
     target: Target, element: ScalarType, m: int | None, n: int | None, k: int | None,
-    reserved: int = 0, **rules: bool,
+    reserved: int = 0, *, pairs_when_tall: bool = False, **rules: bool,
 ) -> RegisterTile:  # fmt: skip
     """`choose`'s tile (`rules`: its `whole_rows` and `small_gemm_rules`), or where it would
     loop over row blocks of a static M, the tile one column wide and as tall as C, if that
     fits: for a memory-bound batch member, whose reads of A and C then run in memory order
     (`gemm_tiles.member_tile_model`). Its many vectors keep enough FMA chains for the
-    latency."""
+    latency. Where the column does not fit, `pairs_when_tall`, and C is wide and K deep
+    enough (`takes_column_pairs`), tiles of two columns and COLUMN_PAIR_VECTORS vectors."""
     tile = choose(target, element, m, n, k, reserved, **rules)
     if m is None or not loops_over_rows(m, tile.mr):
         return tile
-    column = RegisterTile(-(-m // tile.lanes), 1, tile.lanes)
     whole_rows = rules.get("whole_rows", False)
-    return column if fits(column, target, reserved, m, whole_rows) else tile
+    column = RegisterTile(-(-m // tile.lanes), 1, tile.lanes)
+    if fits(column, target, reserved, m, whole_rows):
+        return column
+    pairs = RegisterTile(COLUMN_PAIR_VECTORS, 2, tile.lanes)
+    wanted = pairs_when_tall and takes_column_pairs(n, k)
+    return pairs if wanted and fits(pairs, target, reserved, m, whole_rows) else tile
+
+
+COLUMN_PAIR_VECTORS = 4
+COLUMN_PAIR_MIN_COLUMNS = 5
+COLUMN_PAIR_MIN_K = 4
+
+
+def takes_column_pairs(n: int | None, k: int | None) -> bool:
+    """Whether a memory-bound batch member too tall for one column (more than 30 vectors on
+    AVX-512) takes tiles of two columns and COLUMN_PAIR_VECTORS vectors, rather than
+    `choose`'s row loops over C's width (f64 256x6x6: 16 x 6 tiles, sixteen times down):
+    where C has at least COLUMN_PAIR_MIN_COLUMNS columns and K is at least COLUMN_PAIR_MIN_K.
+    Each tile then reads two of C's columns in runs of four lines, and A again from L1 for
+    each pair. Zen 4, from memory, streamed either way, in one process against the row
+    loops, numpy's placement / line-aligned, one thread: f64 256x6x6 1.21-1.23x /
+    1.10-1.11x, 256x9x4 1.22-1.25x / 1.18-1.20x, 288x6x4 1.11-1.17x / 1.06-1.08x, 272x5x5
+    1.20x / 1.15x, 256x6x4 1.18x / 1.08x, 256x7x5 1.10x / 1.27x; f32 512x6x6 1.20-1.23x /
+    1.09-1.10x, 512x9x4 1.23-1.24x / 1.18-1.19x, 576x6x4 1.08-1.12x / 1.14-1.17x, 544x5x5
+    1.10x / 1.10x, 512x6x4 1.18x / 1.14x, 512x5x6 0.99x / 1.23x; two threads 1.01-1.15x.
+    Ten held out: f64 264x5x4 1.23x / 1.14x, 304x8x4 1.15x / 1.12x, 256x5x8 1.05x / 1.07x,
+    400x6x5 1.11x / 1.08x, 256x12x4 1.34x / 1.21x; f32 528x9x5 1.19x / 1.19x, 608x5x4
+    1.05x / 1.08x, 512x7x7 1.12x / 1.20x, 800x6x4 1.10x / 1.12x, 512x16x4 1.20x / 1.19x;
+    two threads 0.99-1.08x. Taken for f64 gemm.n.n members only
+    (`gemm_tiles.member_tile_model`): the K loops of f32 pairs ran out of general registers
+    in 16 of 71 shapes (f32 512x6x4, 576x6x4, 512x5x6 among the winners above), reloading
+    one or two values from the stack each k step, as none of 71 f64 shapes did. Those
+    registers hold the lines of the next member each tile asks for (three a view:
+    `codegen.llvm.nanokernel._LineShare`); a form with two a view spilled nothing, but ran
+    other streamed kernels 1-5% slower (bf16 32^3). Not for narrower C (N = 4: f64 512x4x4
+    0.99x / 0.93x, f32 512x4x8 1.02x / 0.95x, 1024x4x4 1.05x / 0.95-0.98x) nor K = 3 (f64
+    248x7x3 0.96x / 1.04x, f32 496x7x3 0.96x / 1.05x, 640x7x3 0.98x / 1.12x). Nor one column
+    in halves, which won on a first 18 members (0.99-1.14x / 0.94-1.40x) but not on 14 held
+    out (0.83-1.20x / 0.92-1.20x)."""
+    wide = n is not None and n >= COLUMN_PAIR_MIN_COLUMNS
+    return wide and k is not None and k >= COLUMN_PAIR_MIN_K
 
 
 def without_narrow_vector(tile: RegisterTile, target: Target, element: ScalarType,

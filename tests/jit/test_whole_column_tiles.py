@@ -1,7 +1,8 @@
-"""Small batch members left to the hardware prefetchers whose tiles would loop over row
-blocks take one column of C at a time, all of its rows (`register_tile.choose_whole_columns`,
-`gemm_tiles.member_tile_model`): which gemms, the assembly, what the tuner takes as the
-analytical choice, and the results against numpy."""
+"""Memory-bound batch members whose tiles would loop over row blocks take one column of C at a
+time, all of its rows (`register_tile.choose_whole_columns`, `gemm_tiles.member_tile_model`),
+or, too tall for one column, pairs of columns (`register_tile.takes_column_pairs`): which
+gemms, the assembly, what the tuner takes as the analytical choice, and the results against
+numpy."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import nanotc
 from nanotc.codegen import asm
 from nanotc.ir.core import walk
 from nanotc.ir.instructions import Gemm
+from nanotc.lowering import register_tile
 from nanotc.lowering.prefetch import left_to_hardware
 from nanotc.targets import get
 from nanotc.tuning.tuner import gemm_sites
@@ -173,3 +175,75 @@ def test_only_group_members_in_whole_columns_are_left_to_the_hardware() -> None:
         program = nanotc.load(members("f64", 64, 2, 16))
         (gemm,) = [i for i in walk(program.function("k").body) if isinstance(i, Gemm)]
         assert left_to_hardware(gemm, ZEN4, tile_rows=64) is left
+
+
+COLUMN_PAIRS = [
+    ("f64", (256, 6, 6), {"32 x 2"}),
+    ("f64", (256, 5, 4), {"32 x 2", "32 x 1"}),  # an odd N: the last column alone
+    ("f64", (264, 5, 4), {"32 x 2", "8 x 2", "32 x 1", "8 x 1"}),  # 33 vectors: a tail of one
+    ("f64", (260, 6, 4), {"32 x 2", "8 x 2"}),  # the last vector masked to 4 rows
+    ("f64", (256, 12, 4), {"32 x 2"}),
+]
+"""(type, M x N x K, the tiles) of f64 memory-bound members too tall for one column (more
+than 30 vectors) whose C is wide and K deep enough (`register_tile.takes_column_pairs`)."""
+
+
+@pytest.mark.parametrize(("ty", "shape", "tiles"), COLUMN_PAIRS, ids=str)
+def test_members_too_tall_for_a_column_take_pairs_of_columns(
+    ty: str, shape: tuple[int, int, int], tiles: set[str]
+) -> None:
+    """Streamed (they are larger than a quarter of L1), with hot loops of full-width FMAs
+    (a last vector of 4 f64 rows computes in ymm) that spill nothing."""
+    text = group_members(ty, *shape)
+    compilation = nanotc.compile(text, target=ZEN4, cache=False)
+    assert tile_shapes(text) == tiles
+    assert "next a %" in compilation.tiled()
+    loops = asm.hot_loops(compilation.assembly(), "k", "vfmadd")
+    assert any(loop.registers("zmm") for loop in loops)
+    assert loops and not any(loop.stack_accesses() for loop in loops)
+
+
+@pytest.mark.parametrize(
+    ("ty", "shape", "inputs", "tiles"),
+    [
+        ("f64", (320, 4, 4), None, {"16 x 4"}),  # four columns
+        ("f64", (248, 7, 3), None, {"32 x 4", "24 x 4", "32 x 3", "24 x 3"}),  # K = 3
+        ("f32", (512, 6, 6), "bf16", {"32 x 6"}),  # not measured: 16-bit inputs
+        ("f32", (512, 6, 6), "f16", {"32 x 6"}),
+        ("f64", (192, 6, 4), None, {"192 x 1"}),  # a whole column fits
+        ("f32", (512, 6, 6), None, {"32 x 6"}),  # pairs of f32 columns spilled
+        ("f32", (512, 9, 4), None, {"32 x 9"}),
+    ],
+    ids=["narrow", "shallow", "bf16", "f16", "column-fits", "f32", "f32-2"],
+)
+def test_other_tall_members_keep_their_tiles(
+    ty: str, shape: tuple[int, int, int], inputs: str | None, tiles: set[str]
+) -> None:
+    assert tile_shapes(group_members(ty, *shape, inputs)) == tiles
+
+
+def test_column_pairs_start_at_five_columns_and_four_k_steps() -> None:
+    assert register_tile.takes_column_pairs(5, 4)
+    assert register_tile.takes_column_pairs(16, 9)
+    assert not register_tile.takes_column_pairs(4, 8)
+    assert not register_tile.takes_column_pairs(9, 3)
+    assert not register_tile.takes_column_pairs(None, 8)
+    assert not register_tile.takes_column_pairs(9, None)
+
+
+def test_column_pairs_are_only_for_members_from_memory() -> None:
+    """A loop's members (a batch in cache) keep `choose`'s tiles."""
+    assert tile_shapes(looped_members("f64", 256, 6, 6)) == {"16 x 6"}
+
+
+@needs_host(ZEN4)
+@pytest.mark.parametrize(("ty", "shape", "tiles"), COLUMN_PAIRS, ids=str)
+@pytest.mark.parametrize("alpha", [1.0, -0.5])
+def test_column_pair_tiles_compute_the_products(
+    ty: str, shape: tuple[int, int, int], tiles: set[str], alpha: float,
+    rng: np.random.Generator,
+) -> None:  # fmt: skip
+    text = group_members(ty, *shape, alpha=alpha)
+    kernel = nanotc.compile(text, target=ZEN4, cache=False)["k"]
+    for _ in range(2):  # binding, then the known layouts
+        check_members(kernel, ty, shape, rng, batch=7, alpha=alpha)
