@@ -1,4 +1,5 @@
-"""Floating-point operation counts of kernels, for reporting GFLOP/s.
+"""Floating-point operation counts of kernels, for reporting GFLOP/s and for sizing the
+chunks of a launch's threads (`gemm_work_per_group`).
 
 BLAS conventions: gemm 2MNK, gemv 2MK, ger 2MN, axpby and hadamard 2 per element, sum 1 per
 element. Loops multiply their body by the trip count. Sizes that are dynamic are looked up in
@@ -9,7 +10,7 @@ needs an unknown size or trip count is None.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from nanotc.ir.core import Function, Instruction, Region
 from nanotc.ir.instructions import (
@@ -43,21 +44,22 @@ def flops_per_group(func: Function, shapes: Sizes) -> int | None:
 
 
 def gemm_work_per_group(func: Function) -> tuple[int, int] | None:
-    """The FLOPs of a work-group and the widest element of the C its gemms write, for a
-    kernel whose only work is gemms of static shapes (in loops of static trip counts, with
-    scalar code only outside loops); None for any other kernel, whose time FLOPs do not
-    tell (memory-bound BLAS 1 and 2 instructions, scalar loops, run-time sizes)."""
+    """The FLOPs of a work-group and the bytes of the widest element of the Cs its gemms
+    write, for a kernel whose only work is gemms of static shapes (in loops of static trip
+    counts, with scalar code only outside loops); None for any other kernel, whose time
+    FLOPs do not tell (memory-bound BLAS 1 and 2 instructions, scalar loops, run-time
+    sizes). The launcher sizes its threads' chunks by it (`launcher.chunk_groups`)."""
     gemms = list(_gemms_only(func.body, looped=False))
     flops = flops_per_group(func, {})
     if None in gemms or not gemms or flops is None:
         return None
-    return flops, max(g.c.type.element.size for g in gemms)  # type: ignore[union-attr]
+    return flops, max(g.c.type.element.size for g in gemms if g is not None)
 
 
 _SCALAR_WORK = (Load, Store, ArithBinary, ArithUnary, Cast, Cmp)
 
 
-def _gemms_only(region: Region, looped: bool):  # type: ignore[no-untyped-def]
+def _gemms_only(region: Region, looped: bool) -> Iterator[Gemm | None]:
     """The region's gemms, with None for each instruction of other work (`gemm_work_per_group`)."""
     for inst in region.instructions:
         if isinstance(inst, Gemm):
