@@ -161,7 +161,8 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
     f32 256x4x4 1.13x / 1.05x, 256x6x6 1.11x / 1.15x. Not where the column would load A
     often (f32 128x16x16 0.73x: 7.5 loads a line), nor where the tile would not loop over
     rows: one column at a time is then bound by the FMA latency (f32 35x9x35 0.60x, 56x9x9
-    0.86x, f64 20x9x20 0.67x)."""
+    0.86x, f64 20x9x20 0.67x). An f64 gemm.n.n member too tall for one column takes pairs
+    of columns where C is wide and K deep enough (`register_tile.takes_column_pairs`)."""
     m, n, k = gemm_extents(g)
     element, columns = g.c.type.element, target.member_tile_columns
     same = g.a.type.element is g.b.type.element is element
@@ -172,7 +173,7 @@ def member_tile_model(g: Gemm, target: Target) -> TileModel:
         return choose_narrow(columns)
     if on_group_views(g) and memory_bound(g, target) and reads_a_seldom(g, target):
         plain = g.trans_a is Transpose.N and g.trans_b is Transpose.N
-        pairs = same and plain and element is ScalarType.F64  # see `takes_column_pairs`
+        pairs = same and plain and element is ScalarType.F64
         return partial(choose_whole_columns, pairs_when_tall=pairs)
     return choose
 
