@@ -1110,6 +1110,29 @@ def test_static_transposed_a_is_packed_not_gathered(ty: str) -> None:
         assert loop.stack_accesses() == []
 
 
+SHUFFLES = ("vpermt2", "vunpck", "vshuf", "vperm2", "vinsert")
+
+
+@pytest.mark.parametrize("target", ["avx512", "avx2", ZEN4], ids=["avx512", "avx2", "zen4"])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_transposed_a_pack_takes_its_groups_of_vector_rows_in_a_loop(ty: str,
+                                                                    target: str | Target) -> None:  # fmt: skip
+    """A^T's panels (rows of whole vectors) are transposed a group of `lanes` rows at a
+    time in a loop: all the kernel's shuffles are in that one loop, which keeps its row
+    pointers and vectors in registers. Unrolled over a 64-row f32 panel's four groups, the
+    pack held every group's vectors at once and spilled 40 of them each K chunk."""
+    mem = f"memref<{ty}x?x?>"
+    text = f"""func @k(%A: {mem}, %B: {mem}, %C: {mem}) {{
+  gemm.t.n 1.0, %A, %B, 1.0, %C : {ty}, {mem}, {mem}, {ty}, {mem}
+}}"""
+    code = nanotc.compile(text, target=target).assembly()
+    kernel = asm.function_lines(code, "k")
+    shuffles = sum(1 for line in kernel if line.strip().startswith(SHUFFLES))
+    (loop,) = asm.hot_loops(code, "k", "vunpck")
+    assert shuffles and sum(loop.count(m) for m in SHUFFLES) == shuffles
+    assert loop.stack_accesses() == []
+
+
 @pytest.mark.parametrize(
     ("body", "op"),
     [

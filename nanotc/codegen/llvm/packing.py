@@ -277,25 +277,55 @@ class _PackedBlock:
         as vectors along K, transpose them with shuffles, and store each K step's row
         segment; the last K columns are copied element by element.
 
-        The segments are stored in address order, each a whole vector: a panel narrower
-        than its vectors (nr 6 of 8 f32 lanes) spills into the next segment, which is stored
-        after it. Only the chunk's last segment is masked, its next one not yet in order:
-        with every segment of a 6-row f32 panel masked, the pack's vmaskmovps stores took
-        6.5% of the time samples of f32 1024^3 with B packed on Zen 3."""
+        A panel of whole vectors (`lanes` rows a group, A's 64-row f32 panels) takes its
+        groups in a loop, each stored as soon as it is transposed: unrolled, with every
+        group's vectors live at once, the pack spilled 40 vectors a chunk, and its shuffles
+        took a third of the code generation of a transposed f32 gemm. Other panels store the
+        segments in address order, each a whole vector: a panel narrower than its vectors
+        (nr 6 of 8 f32 lanes) spills into the next segment, which is stored after it. Only
+        the chunk's last segment is masked, its next one not yet in order: with every
+        segment of a 6-row f32 panel masked, the pack's vmaskmovps stores took 6.5% of the
+        time samples of f32 1024^3 with B packed on Zen 3."""
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
         main = b.mul(div(b, as_value(b, self.cols), lanes), const(lanes))
-        groups = range(0, self.panel, lanes)
         with for_range(b, 0, main, step=lanes, name="kv", vectorize=False) as k:
-            transposed = [self._transposed_group(first_row, group, k, lanes) for group in groups]
-            for kk in range(lanes):
-                column = self.target_column(first_row, b.add(k, const(kk)))
-                for group, outs in zip(groups, transposed):
-                    width = min(lanes, self.panel - group)
-                    last = kk == lanes - 1 and group == groups[-1]
-                    mask = vec.static_mask(lanes, width) if last else None
-                    dst = element_ptr(b, column, self.dst_t, group)
-                    vec.store(b, outs[kk], dst, mask, self.dst_t.size)
+            if self.panel % lanes == 0:
+                groups = for_range(b, 0, self.panel, step=lanes, name="group", vectorize=False,
+                                   unroll=False)  # fmt: skip
+                with groups as group:
+                    self._store_whole_group(first_row, group, k, lanes)
+            else:
+                self._store_segments(first_row, k, lanes)
         self.copy_panel_elements(first_row, main, const(self.panel))
+
+    def _store_whole_group(self, first_row: ir.Value, group: ir.Value, k: ir.Value,
+                           lanes: int) -> None:  # fmt: skip
+        """Rows group..group+lanes-1 of the panel at K steps k..k+lanes-1, transposed."""
+        b = self.b
+        t = vec.vector_type(register_type(self.src_t), lanes)
+        row = self.source_column(b.add(first_row, group), k)
+        rows = []
+        for _ in range(lanes):
+            rows.append(b.load(row, typ=t, align=self.src_t.size))
+            row = element_ptr(b, row, self.src_t, self.row_stride)
+        for kk, segment in enumerate(transpose(b, rows)):
+            column = self.target_column(first_row, b.add(k, const(kk)))
+            vec.store(b, segment, element_ptr(b, column, self.dst_t, group), None, self.dst_t.size)
+
+    def _store_segments(self, first_row: ir.Value, k: ir.Value, lanes: int) -> None:
+        """The panel's rows at K steps k..k+lanes-1, transposed, stored in address order; the
+        last segment masked to the panel's rows."""
+        b = self.b
+        groups = range(0, self.panel, lanes)
+        transposed = [self._transposed_group(first_row, group, k, lanes) for group in groups]
+        for kk in range(lanes):
+            column = self.target_column(first_row, b.add(k, const(kk)))
+            for group, outs in zip(groups, transposed):
+                width = min(lanes, self.panel - group)
+                last = kk == lanes - 1 and group == groups[-1]
+                mask = vec.static_mask(lanes, width) if last else None
+                dst = element_ptr(b, column, self.dst_t, group)
+                vec.store(b, outs[kk], dst, mask, self.dst_t.size)
 
     def _transposed_group(self, first_row: ir.Value, group: int, k: ir.Value,
                           lanes: int) -> list[ir.Value]:  # fmt: skip
@@ -306,9 +336,9 @@ class _PackedBlock:
         rows += [vec.zeros(rows[0].type)] * (lanes - width)
         return transpose(self.b, rows)
 
-    def _source_vector(self, first_row: ir.Value, i: int, k: ir.Value, lanes: int) -> ir.Value:
+    def _source_vector(self, first_row: ir.Value, i: Dim, k: ir.Value, lanes: int) -> ir.Value:
         b = self.b
-        row = self.source_column(b.add(first_row, const(i)), k)
+        row = self.source_column(as_value(b, add(b, first_row, i)), k)
         t = vec.vector_type(register_type(self.src_t), lanes)
         return b.load(row, typ=t, align=self.src_t.size)
 
