@@ -2,7 +2,8 @@
 operands) or, when the direct path would run out of cache, the blocked path (packed blocks),
 or for a static gemm whose A (one K block of it) or B fits half of L2 an in-place path (K
 blocks of the direct path, or row panels of A). With dynamic sizes the direct and blocked
-paths are both generated and a run-time test of the sizes picks one. A gemm into a bf16 or
+paths are both generated and a run-time test of the sizes picks one, unless the blocked path
+is always taken (`gemm_blocked.needs_blocking`: a gathered A). A gemm into a bf16 or
 f16 C takes these paths into f32 scratch (`through_f32_scratch`)."""
 
 from __future__ import annotations

@@ -177,8 +177,9 @@ def needs_blocking(
     N and K of one launch, are numbers: what the tuner asks): where the direct path would
     run out of cache (`_outgrows_cache`), and past MASKED_ROWS_VECTORS vectors of a
     run-time M where its tiles would mask A's rows in registers (`masks_rows_in_registers`);
-    always where they would mask them lane by lane (`masks_lane_by_lane`)."""
-    if masks_lane_by_lane(g, target):
+    always where they would mask them lane by lane (`masks_lane_by_lane`) or gather them
+    (`gathers_a`)."""
+    if masks_lane_by_lane(g, target) or gathers_a(g):
         return True
     m, n, k = extents or extent_values(b, g)
     outgrows = _outgrows_cache(b, g, target, (m, n, k))
@@ -231,6 +232,17 @@ def masks_lane_by_lane(g: Gemm, target: Target) -> bool:
     sizes on bf16 ran 1.9-2.8x faster packed (64x256x128, 100x256x128, 37x128x64,
     200x256x64) and 1.02-1.06x where the launch dominates (1x64x64 to 17x32x40)."""
     return masks_rows_in_registers(g, target) and g.a.type.element.size == 2
+
+
+def gathers_a(g: Gemm) -> bool:
+    """Whether the direct path's tiles would gather A's vectors lane by lane from memory:
+    op(A)'s rows are not adjacent (a transposed A, a row stride) and M or K is known at run
+    time only, so the direct path cannot pack A beforehand as it packs a static one
+    (`gemm.direct_gemm`). The blocked path's packs transpose it in registers at any size:
+    Zen 4, one thread, `gemm.t.n` of run-time sizes ran 2.7x faster at 100^3 (f32), 2.9x at
+    256^3, 1.7x at f64 96x91x100, 1.1x at 16^3, where the launch dominates."""
+    m, _, k = gemm_extents(g)
+    return (m is None or k is None) and not row_stride_is_unit(g.a.type, g.trans_a)
 
 
 def _greater(b: Builder, x: Index, limit: int) -> bool | Value:

@@ -194,6 +194,48 @@ def test_contiguous_packs_go_column_by_column(ta: str, outer: str) -> None:
     assert entries and all(entry.startswith(outer) for entry in entries), entries
 
 
+GATHERED_A = {
+    "transposed": ("t", "?x?"),
+    "row stride": ("n", "?x?,strided<2,?>"),
+    "transposed, M static": ("t", "?x40"),
+}
+
+
+@pytest.mark.parametrize("target", ["avx512", "avx2", "generic", ZEN4])
+@pytest.mark.parametrize("gathered", list(GATHERED_A))
+def test_run_time_sizes_of_a_gathered_a_always_pack(gathered: str, target: str | Target) -> None:
+    """op(A)'s rows not adjacent and M or K known at run time only: no direct path, whose
+    tiles would gather A lane by lane at every k step; the blocked path packs A at any
+    size (`gathers_a`), so even a launch far within L1 takes it. A static A^T keeps the
+    direct path, packed once whole."""
+    ta, a_shape = GATHERED_A[gathered]
+    text = gemm_text("f32", ta, "n", (a_shape, "?x?", "?x?"))
+    tiled = compiled(text, target).tiled()
+    assert re.search(r"tile\.pack\S* %A", tiled)
+    assert "tile.gemm.t" not in tiled and "cmp.gt" not in tiled  # no run-time choice
+    arrays = [np.empty((8, 8), np.float32, order="F") for _ in range(3)]
+    func = nanotc.load(text).function("k")
+    (site,) = gemm_sites(func, get(target), [1.0, *arrays[:2], 0.0, arrays[2]])
+    assert site.signature.path == BLOCKED
+    static = compiled(gemm_text("f32", "t", "n", ("40x24", "40x9", "24x9")), target).tiled()
+    assert "tile.pack.t %A[0, 0] rows 24 cols 40 panel 24" in static and "if " not in static
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize(("ta", "tb"), [("t", "n"), ("t", "t")], ids="".join)
+def test_run_time_sizes_of_a_transposed_a_match_numpy(ty: str, ta: str, tb: str, rng) -> None:
+    """The packed A^T of run-time sizes, from one element to partial panels, K chunks and
+    row groups (the pack transposes whole groups of vector rows in a loop)."""
+    compilation = compiled(gemm_text(ty, ta, tb, ("?x?",) * 3))
+    sizes = [(1, 1, 1), (5, 3, 17), (16, 16, 16), (17, 9, 33), (64, 7, 3), (100, 100, 100),
+             (129, 31, 70)]  # fmt: skip
+    for m, n, k in sizes:
+        a, b, c = operands(rng, ty, ta, tb, m, n, k)
+        want = expected(a, b, c, ta, tb, 0.5, -1.0)
+        compilation["k"](0.5, a, b, -1.0, c, group_size=1)
+        check(c, want, ty, k)
+
+
 @pytest.mark.parametrize("target", runnable(*LARGE_L2))
 def test_b_with_a_k_stride_matches_numpy(target: str | Target, rng) -> None:
     """B is every other row of a larger array: its K stride is 2 elements, so B^T's panels

@@ -204,7 +204,7 @@ def test_gathered_a_and_scattered_c(trans: tuple[str, str], target: str, rng) ->
 
 def test_gathered_and_scattered_with_dynamic_strides(rng) -> None:
     """The same with every size and stride dynamic (row-major, reversed and gapped views),
-    one kernel for several sizes: A's rows are gathered by the nanokernel."""
+    one kernel for several sizes: A's rows, not adjacent, are packed (`gathers_a`)."""
     case = Case("gemm", ("t", "n"), ("f64",) * 3, "f64", ("strided", "rowmajor", "reversed"))
     run_case(case, "host", rng, [(1, 1, 1), (23, 17, 9), (8, 3, 70)])
 
