@@ -75,6 +75,18 @@ def _runs_as_axpys(g: Gemv) -> bool:
     return floats and not g.atomic and c.element in AXPY_OUTPUTS and a.stride[0] == c.stride[0] == 1
 
 
+def _runs_as_dots(g: Gemv) -> bool:
+    """The vector loops take this gemv.n as dot products along A's rows (codegen's
+    `blas.gemv`, on A's transposed view): A's rows, x and c are contiguous (a row-major A).
+    As a gemm, its one-column tiles gathered A's rows lane by lane (or, of a static A, packed
+    it transposed first, a copy of an operand read once)."""
+    a, x, c = (v.type for v in (g.a, g.b, g.c))
+    if not all(isinstance(t, MemRefType) for t in (a, x, c)):
+        return False
+    floats = a.element.is_float and x.element.is_float and c.element.is_float
+    return floats and not g.atomic and a.stride[1] == x.stride[0] == c.stride[0] == 1
+
+
 def _ger_runs_as_axpys(g: Ger) -> bool:
     """The vector loops take this ger (`blas_vector.ger`: one pass down each column of C)
     unless C is static and fits L1, where one register tile covers it: a gemm's tiles walk
@@ -92,7 +104,8 @@ def _ger_runs_as_axpys(g: Ger) -> bool:
 
 def _as_gemm(inst: Instruction) -> list[Instruction] | None:
     b = Builder(Region())
-    if isinstance(inst, Gemv) and inst.trans_a is Transpose.N and not _runs_as_axpys(inst):
+    runs_as_vectors = isinstance(inst, Gemv) and (_runs_as_axpys(inst) or _runs_as_dots(inst))
+    if isinstance(inst, Gemv) and inst.trans_a is Transpose.N and not runs_as_vectors:
         gemm = Gemm(trans_a=Transpose.N, trans_b=Transpose.N, atomic=inst.atomic,
                     alpha=inst.alpha, a=inst.a, b=_column(b, inst.b), beta=inst.beta,
                     c=_column(b, inst.c), loc=inst.loc)  # fmt: skip

@@ -127,21 +127,49 @@ def test_gemv_n_without_columns_still_multiplies_by_alpha(alpha: float, target: 
         assert (y == 3 * beta).all()
 
 
-def test_gemv_n_streams_columns_where_they_are_contiguous() -> None:
-    """gemv.n stays a gemv (axpys down A's columns) when A's columns are contiguous; when they
-    are not, or A is static and fits L1, it runs as a gemm on the nanokernels."""
+def test_gemv_n_streams_columns_or_rows_where_they_are_contiguous() -> None:
+    """gemv.n stays a gemv when A's columns are contiguous (axpys down them) or its rows
+    (gemv.t's dot products along them); when neither are, or A is static and fits L1 with
+    contiguous columns, it runs as a gemm on the nanokernels."""
 
     def tiled(a: str) -> str:
         v = "memref<f32x?>"
         text = f"func @g(%a: {a}, %x: {v}, %y: {v}) {{\n  gemv.n 1.0, %a, %x, 0.0, %y : f32, {a}, {v}, f32, {v}\n}}"
         return nanotc.compile(text, target="avx512").tiled()
 
-    columns = tiled("memref<f32x?x?>")
-    assert "gemv.n" in columns and "tile.gemm" not in columns
-    rows = tiled("memref<f32x?x?,strided<?,1>>")
-    assert "gemv.n" not in rows and "tile.gemm" in rows
-    small = tiled("memref<f32x56x9>")  # c stays in registers for the whole K loop
-    assert "gemv.n" not in small and "tile.gemm" in small
+    for a in ["memref<f32x?x?>", "memref<f32x?x?,strided<?,1>>", "memref<f32x56x9,strided<?,1>>"]:
+        assert "gemv.n" in tiled(a) and "tile.gemm" not in tiled(a), a
+    for a in ["memref<f32x?x?,strided<?,?>>", "memref<f32x56x9>"]:  # (the latter: c stays in
+        assert "gemv.n" not in tiled(a) and "tile.gemm" in tiled(a), a  # registers for all K)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_gemv_n_on_rows_at_every_boundary(ty: str, target: str, rng) -> None:
+    """gemv.n on a row-major A as dot products along its rows: rows around GEMV_COLUMNS, K
+    around the vector lanes and CHAINS (none at all too: c is then beta c, and alpha 0 * NaN
+    stays NaN), beta 0 (c NaN, never read) and other."""
+    m, v = f"memref<{ty}x?x?,strided<?,1>>", f"memref<{ty}x?>"
+    text = (
+        f"func @g(%alpha: {ty}, %a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n"
+        f"  gemv.n %alpha, %a, %x, %beta, %y : {ty}, {m}, {v}, {ty}, {v}\n}}"
+    )
+    kernel = compiled(text, target)["g"]
+    dtype = DTYPES[ty]
+    for k in (0, *LENGTHS[1::3]):
+        for rows in COLUMNS:
+            a = rng.uniform(-1, 1, (rows, k)).astype(dtype)  # C order: rows contiguous
+            x = rng.uniform(-1, 1, k).astype(dtype)
+            for alpha, beta in [(2.0, 0.0), (2.0, 0.5), (np.nan, 1.0)]:
+                y = rng.uniform(-1, 1, rows).astype(dtype) if beta else np.full(rows, np.nan, dtype)
+                before = y.astype(np.float64) if beta else np.zeros(rows)
+                expected = alpha * (a.astype(np.float64) @ x) + beta * before
+                kernel(dtype(alpha), a, x, y, dtype(beta), group_size=1)
+                if np.isnan(alpha):
+                    assert np.isnan(y).all(), (k, rows)
+                    continue
+                bound = 2.0 * np.abs(a) @ np.abs(x) + abs(beta * before)
+                assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, k)), (k, rows, beta)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -7,6 +7,7 @@ element is written once through `output.write_output`, which owns alpha/beta/ato
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -114,15 +115,16 @@ def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
     out: MemrefValue = e.value(inst.c)
     b = e.b
     depth = op_shape(inst.trans_a, a)[1]
-    if inst.trans_a is Transpose.T:
-        vectorised = blas_vector.applies(inst, [(out, 0), (a, 0), (x, 0)])
-    else:
-        vectorised = blas_vector.gemv_n_applies(inst, out, a)
+    along_k = a if inst.trans_a is Transpose.T else blas_vector.transposed(a)  # op(A)^T
+    vectorised: Callable[[OutputUpdate], None] | None = None
+    if inst.trans_a is Transpose.N and blas_vector.gemv_n_applies(inst, out, a):
+        vectorised = functools.partial(blas_vector.gemv_n, e, a, x, out)
+    elif blas_vector.applies(inst, [(out, 0), (along_k, 0), (x, 0)]):
+        vectorised = functools.partial(blas_vector.gemv_t, e, along_k, x, out)
 
     def nest(u: OutputUpdate) -> None:
-        if vectorised:
-            gemv = blas_vector.gemv_t if inst.trans_a is Transpose.T else blas_vector.gemv_n
-            gemv(e, a, x, out, u)
+        if vectorised is not None:
+            vectorised(u)
             return
         ct = u.compute
         with for_range(b, 0, out.shape[0]) as i:

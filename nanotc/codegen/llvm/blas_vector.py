@@ -6,8 +6,9 @@ widened on load and rounded on store), the update is not atomic, and every opera
 contiguous along the vectorised mode; otherwise the plain loop nests of `blas` run.
 Reductions (sum, gemv.t) accumulate CHAINS vectors of partial sums and add them and their
 lanes at the end, so their rounding differs from a sequential sum (as BLAS
-implementations' does). gemv.n runs as axpys down A's columns, accumulating into c; ger as
-scaled copies of x down C's columns.
+implementations' does). gemv.n runs as axpys down A's columns, accumulating into c, or where
+A's rows are contiguous (a row-major A) as gemv.t's dot products along them; ger as scaled
+copies of x down C's columns.
 
 The element-wise loops (axpby, hadamard, gemv.n) over long or dynamic extents first peel
 one masked vector of the elements before the main streamed operand's next boundary of a
@@ -500,7 +501,8 @@ def gemv_t(
 ) -> None:
     """c(i) = alpha * sum_k A(k, i) x(k) + beta c(i): dot products down the columns of A,
     GEMV_COLUMNS at a time, so that each vector of x is loaded once for all of them and
-    their sums accumulate independently; the remaining columns one at a time."""
+    their sums accumulate independently; the remaining columns one at a time. (A gemv.n on
+    a matrix whose rows are contiguous runs here on its `transposed` view.)"""
     b, columns = e.b, a.shape[1]
     blocked = _floor(b, columns, GEMV_COLUMNS)
     with for_range(b, 0, blocked, GEMV_COLUMNS, name="i") as i:
@@ -609,3 +611,9 @@ def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefV
 def _column(e: FunctionEmitter, m: MemrefValue, j: ir.Value) -> MemrefValue:
     """Column j of a matrix, as a vector view."""
     return MemrefValue(m.type, memref_element(e.b, m, [0, j]), m.shape, m.stride)
+
+
+def transposed(m: MemrefValue) -> MemrefValue:
+    """A matrix's transpose, as a view: its rows are the columns of this one."""
+    t = MemRefType(m.type.element, m.type.shape[::-1], m.type.stride[::-1])
+    return MemrefValue(t, m.ptr, m.shape[::-1], m.stride[::-1])
