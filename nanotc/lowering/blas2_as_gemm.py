@@ -4,14 +4,16 @@
     ger    alpha, a, b, beta, C   ==  gemm.n.t alpha, a[M x 1], b[N x 1], beta, C
 
 (`x[n x 1]` is `expand x[0 -> n x 1]`, a view). A ger is then a K = 1 tile that reads and
-writes C once; but where C has contiguous columns and does not fit L1, a ger stays a ger and
-the vector loops run it one column of C at a time (`blas_vector.ger`), unless it ends a
-batch-reduce loop. A gemv.n whose A has contiguous columns and whose c is f32 or f64 stays a gemv
-unless A is static and fits L1: the vector loops run it as axpys down A's columns
-(`blas_vector.gemv_n`), reading A in memory order, where a one-column register tile would
-walk A across its columns and the blocked path, for a large A, would pack it (a copy of an
-operand read once): 1.8-3x faster on 2048^2 to 7040^2. gemv.t keeps its own vectorised dot
-products (its A columns are contiguous along K).
+writes C once; but where C has contiguous columns (or rows) and does not fit L1, a ger stays
+a ger and the vector loops run it one column of C at a time (`blas_vector.ger`; a row-major
+C one row at a time), unless it ends a batch-reduce loop. A gemv.n whose A has contiguous
+columns and whose c is f32 or f64 stays a gemv unless A is static and fits L1: the vector
+loops run it as axpys down A's columns (`blas_vector.gemv_n`), reading A in memory order,
+where a one-column register tile would walk A across its columns and the blocked path, for
+a large A, would pack it (a copy of an operand read once): 1.8-3x faster on 2048^2 to
+7040^2. A gemv.n whose A has contiguous rows stays a gemv too, as dot products along them;
+gemv.t keeps its own vectorised dot products (its A columns are contiguous along K), or
+axpys down the rows of a row-major A.
 """
 
 from __future__ import annotations
@@ -88,17 +90,19 @@ def _runs_as_dots(g: Gemv) -> bool:
 
 
 def _ger_runs_as_axpys(g: Ger) -> bool:
-    """The vector loops take this ger (`blas_vector.ger`: one pass down each column of C)
-    unless C is static and fits L1, where one register tile covers it: a gemm's tiles walk
-    13 columns of C at once, which streamed a 7040^2 f32 C from memory at 0.53x the column
-    passes' rate."""
-    x, c = g.a.type, g.c.type
-    if not (isinstance(x, MemRefType) and isinstance(c, MemRefType)):
+    """The vector loops take this ger (`blas_vector.ger`: one pass down each column of C, or
+    each row of a row-major C) unless C is static and fits L1, where one register tile
+    covers it: a gemm's tiles walk 13 columns of C at once, which streamed a 7040^2 f32 C
+    from memory at 0.53x the column passes' rate (a row-major C, 1024^2 in L2: 0.06x
+    numpy, its tiles scattering C)."""
+    x, y, c = (v.type for v in (g.a, g.b, g.c))
+    if not all(isinstance(t, MemRefType) for t in (x, y, c)):
         return False
     if c.is_static and c.size_in_bytes() <= SMALL_STATIC_BYTES:
         return False
-    floats = x.element.is_float and g.b.type.element.is_float
-    contiguous = c.stride[0] == x.stride[0] == 1
+    floats = x.element.is_float and y.element.is_float
+    # (a row-major C is C^T += y x^T, down C's rows)
+    contiguous = c.stride[0] == x.stride[0] == 1 or c.stride[1] == y.stride[0] == 1
     return floats and not g.atomic and c.element in AXPY_OUTPUTS and contiguous
 
 

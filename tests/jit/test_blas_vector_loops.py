@@ -493,3 +493,99 @@ def test_operands_from_memory_stream_in_narrower_vectors(op: str, ty: str, targe
         tolerance = 1e-2 if ty == "bf16" else 1e-4
         actual = np.asarray(results[0], dtype=np.float64)
         np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+
+
+# instruction on row-major operands (R: `strided<?,1>`) -> its parameters and numpy's result
+ROW_MAJOR_CASES = {
+    "axpby.n R into R": ("axpby.n", "%a: R, %c: R", lambda a, c: 2 * a + 0.5 * c),
+    "axpby.t R into C": ("axpby.t", "%a: R, %c: C", lambda a, c: 2 * a.T + 0.5 * c),
+    "axpby.t C into R": ("axpby.t", "%a: C, %c: R", lambda a, c: 2 * a.T + 0.5 * c),
+    "sum.n R": ("sum.n", "%a: R, %c: V", lambda a, c: 2 * a.sum(1) + 0.5 * c),
+    "sum.t R": ("sum.t", "%a: R, %c: V", lambda a, c: 2 * a.sum(0) + 0.5 * c),
+    "gemv.t R": ("gemv.t", "%a: R, %x: V, %c: V", lambda a, x, c: 2 * a.T @ x + 0.5 * c),
+    "ger R": ("ger", "%a: V, %x: V, %c: R", lambda a, x, c: 2 * np.outer(a, x) + 0.5 * c),
+}
+
+
+def _row_major_text(case: str, ty: str) -> str:
+    inst, params, _ = ROW_MAJOR_CASES[case]
+    types = {
+        "R": f"memref<{ty}x?x?,strided<?,1>>",
+        "C": f"memref<{ty}x?x?>",
+        "V": f"memref<{ty}x?>",
+    }
+    named = [p.split(": ") for p in params.split(", ")]
+    signature = ", ".join(f"{name}: {types[kind]}" for name, kind in named)
+    names = [name for name, _ in named]
+    operands = ", ".join(types[kind] for _, kind in named)
+    inputs, output = operands.rsplit(", ", 1)
+    return (f"func @k({signature}) {{\n  {inst} 2.0, {', '.join(names[:-1])}, 0.5, {names[-1]} : "
+            f"{ty}, {inputs}, {ty}, {output}\n}}")  # fmt: skip
+
+
+def _row_major_arguments(case: str, dtype: type, m: int, n: int, rng) -> list[np.ndarray]:
+    """The case's arrays for an m x n row-major operand (its input, or C of a ger)."""
+    _, params, _ = ROW_MAJOR_CASES[case]
+    kinds = [p.split(": ")[1] for p in params.split(", ")]
+    shapes = {
+        "axpby.n": [(m, n), (m, n)],
+        "axpby.t": [(m, n), (n, m)],
+        "sum.n": [(m, n), (m,)],
+        "sum.t": [(m, n), (n,)],
+        "gemv.t": [(m, n), (m,), (n,)],
+        "ger": [(m,), (n,), (m, n)],
+    }[case.split(" ")[0]]
+    arrays = []
+    for kind, shape in zip(kinds, shapes):
+        values = rng.uniform(-1, 1, shape).astype(dtype)
+        arrays.append(np.ascontiguousarray(values) if kind == "R" else np.asfortranarray(values))
+    return arrays
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+@pytest.mark.parametrize("case", list(ROW_MAJOR_CASES))
+def test_row_major_operands_run_as_vector_loops_on_their_transposed_views(
+    case: str, ty: str, target: str, rng
+) -> None:
+    """A row-major matrix (`strided<?,1>`) is the transpose of a column-major one: axpby,
+    sum, gemv.t and ger run their vector loops on the transposed views (axpby.t from a
+    row-major A into a column-major B read A's rows as columns and was wrong; the others ran
+    element by element, ger as a gemm scattering C: 0.01-0.06x numpy at 1024^2)."""
+    compilation = compiled(_row_major_text(case, ty), target)
+    assert f"x {'float' if ty == 'f32' else 'double'}>" in compilation.llvm_ir  # vector code
+    assert "tile.gemm" not in compilation.tiled()
+    dtype, reference = DTYPES[ty], ROW_MAJOR_CASES[case][2]
+    for m, n in [(1, 1), (3, 17), (17, 3), (33, 64)]:
+        arrays = _row_major_arguments(case, dtype, m, n, rng)
+        want = reference(*(x.astype(np.float64) for x in arrays))
+        compilation["k"](*arrays, group_size=1)
+        bound = _tolerance(dtype, np.abs(want) + 2, max(m, n))
+        assert np.all(np.abs(arrays[-1] - want) <= bound), (m, n)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", [*DTYPES, "bf16"])
+def test_row_sums_at_every_boundary(ty: str, target: str, rng) -> None:
+    """sum.n of a column-major matrix: into f32 or f64, passes down its columns as gemv.n's
+    (GEMV_N_COLUMNS at a time; no column at all too: c is then beta c); into bf16, vectors of
+    rows summed across the columns. beta 0 (c NaN, never read), 1 and other."""
+    m_t, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
+    text = (
+        f"func @g(%a: {m_t}, %y: {v}, %beta: f32) {{\n"
+        f"  sum.n 2.0, %a, %beta, %y : f32, {m_t}, f32, {v}\n}}"
+    )
+    kernel = compiled(text, target)["g"]
+    dtype = ELEMENT_DTYPES[ty]
+    for m in LENGTHS[1::4]:
+        for n in COLUMNS_N:
+            a = np.asfortranarray(rng.uniform(-1, 1, (m, n)).astype(dtype))
+            for beta in (0.0, 1.0, -0.5):
+                y = rng.uniform(-1, 1, m).astype(dtype) if beta else np.full(m, np.nan, dtype)
+                before = y.astype(np.float64) if beta else np.zeros(m)
+                expected = 2.0 * a.astype(np.float64).sum(1) + beta * before
+                kernel(a, y, np.float32(beta), group_size=1)
+                bound = 2.0 * np.abs(a.astype(np.float64)).sum(1) + abs(beta * before)
+                eps = np.finfo(np.float32 if ty == "bf16" else dtype).eps
+                rounding = 2.0**-8 * np.abs(expected) if ty == "bf16" else 0  # once, on store
+                assert np.all(np.abs(y - expected) <= 4 * eps * (n + 1) * bound + rounding + 1e-30)

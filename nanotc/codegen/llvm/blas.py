@@ -51,6 +51,9 @@ def reduction(
     return total
 
 
+_t = blas_vector.transposed
+
+
 def _zero(ct: ScalarType) -> ir.Constant:
     return ir.Constant(register_type(ct), 0)
 
@@ -68,12 +71,17 @@ def _axpby(e: FunctionEmitter, inst: Axpby) -> None:
     out: MemrefValue = e.value(inst.b)
     b = e.b
 
-    a_mode = 1 if inst.trans is Transpose.T and a.type.order == 2 else 0
-    vectorised = blas_vector.applies(inst, [(out, 0), (a, a_mode)])
+    matrix = a.type.order == 2
+    op_a = blas_vector.transposed(a) if inst.trans is Transpose.T and matrix else a
+    vectorised: Callable[[OutputUpdate], None] | None = None
+    if blas_vector.applies(inst, [(out, 0), (op_a, 0)]):
+        vectorised = functools.partial(blas_vector.axpby, e, op_a, out)
+    elif matrix and blas_vector.applies(inst, [(_t(out), 0), (_t(op_a), 0)]):  # row-major
+        vectorised = functools.partial(blas_vector.axpby, e, _t(op_a), _t(out))
 
     def nest(u: OutputUpdate) -> None:
-        if vectorised:
-            blas_vector.axpby(e, a, out, u)
+        if vectorised is not None:
+            vectorised(u)
             return
         if out.type.order == 1:
             with for_range(b, 0, out.shape[0]) as i:
@@ -115,12 +123,12 @@ def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
     out: MemrefValue = e.value(inst.c)
     b = e.b
     depth = op_shape(inst.trans_a, a)[1]
-    along_k = a if inst.trans_a is Transpose.T else blas_vector.transposed(a)  # op(A)^T
+    op_a = _t(a) if inst.trans_a is Transpose.T else a
     vectorised: Callable[[OutputUpdate], None] | None = None
-    if inst.trans_a is Transpose.N and blas_vector.gemv_n_applies(inst, out, a):
-        vectorised = functools.partial(blas_vector.gemv_n, e, a, x, out)
-    elif blas_vector.applies(inst, [(out, 0), (along_k, 0), (x, 0)]):
-        vectorised = functools.partial(blas_vector.gemv_t, e, along_k, x, out)
+    if blas_vector.gemv_n_applies(inst, out, op_a):  # axpys down op(A)'s columns
+        vectorised = functools.partial(blas_vector.gemv_n, e, op_a, x, out)
+    elif blas_vector.applies(inst, [(out, 0), (_t(op_a), 0), (x, 0)]):  # dots along its rows
+        vectorised = functools.partial(blas_vector.gemv_t, e, _t(op_a), x, out)
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
@@ -144,11 +152,15 @@ def _ger(e: FunctionEmitter, inst: Ger) -> None:
     y: MemrefValue = e.value(inst.b)
     out: MemrefValue = e.value(inst.c)
     b = e.b
-    vectorised = blas_vector.applies(inst, [(out, 0), (x, 0)])
+    vectorised: Callable[[OutputUpdate], None] | None = None
+    if blas_vector.applies(inst, [(out, 0), (x, 0)]):
+        vectorised = functools.partial(blas_vector.ger, e, x, y, out)
+    elif blas_vector.applies(inst, [(_t(out), 0), (y, 0)]):  # a row-major C: C^T += y x^T
+        vectorised = functools.partial(blas_vector.ger, e, y, x, _t(out))
 
     def nest(u: OutputUpdate) -> None:
-        if vectorised:
-            blas_vector.ger(e, x, y, out, u)
+        if vectorised is not None:
+            vectorised(u)
             return
         ct = u.compute
         with for_range(b, 0, out.shape[1], name="j") as j:
@@ -189,11 +201,23 @@ def _sum(e: FunctionEmitter, inst: Sum) -> None:
     def add(ct: ScalarType) -> Callable[[ir.Value, ir.Value], ir.Value]:
         return lambda x, acc: binary(b, BinaryOp.ADD, ct, acc, x)
 
-    vectorised = blas_vector.applies(inst, [(out, 0), (a, 0)])
+    vectorised: Callable[[OutputUpdate], None] | None = None
+    matrix = a.type.order == 2
+    # sums along rows of a matrix whose columns are contiguous (of a row-major one: along
+    # columns), or along contiguous columns
+    across = a if not matrix or inst.trans is Transpose.N else _t(a)
+    along = _t(across) if matrix else a
+    if matrix and blas_vector.gemv_n_applies(inst, out, across):
+        vectorised = functools.partial(blas_vector.row_sums, e, across, out)
+    elif blas_vector.applies(inst, [(out, 0), (along, 0)]):
+        trans = Transpose.T if matrix else Transpose.N
+        vectorised = functools.partial(blas_vector.sum_, e, trans, along, out)
+    elif blas_vector.applies(inst, [(out, 0), (across, 0)]):  # an output in another type
+        vectorised = functools.partial(blas_vector.sum_, e, Transpose.N, across, out)
 
     def nest(u: OutputUpdate) -> None:
-        if vectorised:
-            blas_vector.sum_(e, inst, a, out, u)
+        if vectorised is not None:
+            vectorised(u)
             return
         ct = u.compute
         if a.type.order == 1:

@@ -56,7 +56,7 @@ from nanotc.codegen.llvm.helpers import (
 )
 from nanotc.codegen.llvm.output import OutputUpdate, compute_type, write_output
 from nanotc.codegen.llvm.types import Dim, MemrefValue, const, register_type
-from nanotc.ir.instructions import BlasInstruction, Sum, Transpose
+from nanotc.ir.instructions import BlasInstruction, Transpose
 from nanotc.ir.types import MemRefType, ScalarType
 
 VECTOR_TYPES = (ScalarType.F32, ScalarType.F64)
@@ -468,12 +468,14 @@ def hadamard(
     )
 
 
-def sum_(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
+def sum_(e: FunctionEmitter, trans: Transpose, a: MemrefValue, out: MemrefValue,
+         u: OutputUpdate) -> None:  # fmt: skip
+    """sum.n (row sums) or sum.t (column sums, `trans`) of a vector or a matrix."""
     v, b = VectorLoops(e, u.compute), e.b
     if a.type.order == 1:
         (total,) = v.reduce(a.shape[0], [a], [lambda acc, vector_of: b.fadd(acc, vector_of(a))])
         write_output(b, u, out.ptr, total)
-    elif inst.trans is Transpose.N:  # row sums: vectors of rows, accumulated over columns
+    elif trans is Transpose.N:  # row sums: vectors of rows, accumulated over columns
 
         def rows(i: ir.Value, mask: ir.Value | None) -> None:
             (acc,) = carried_loop(
@@ -530,12 +532,27 @@ def _dot_columns(e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: Memref
 def gemv_n(
     e: FunctionEmitter, a: MemrefValue, x: MemrefValue, out: MemrefValue, u: OutputUpdate
 ) -> None:
-    """c := alpha A x + beta c as axpys down the columns of A, so that A streams from memory
-    in its own order, each column read once from top to bottom (the order of BLAS gemv_n
-    kernels). c is first scaled by beta (set to 0 when beta is 0, without reading it); then
-    each block of GEMV_N_COLUMNS columns adds alpha x(k) A(:, k) to it in one pass. c holds
-    partial sums between the passes, so this applies only when c's element type is the
-    compute type (one rounding per pass)."""
+    """c := alpha A x + beta c as axpys down the columns of A (`_column_passes`, column k
+    scaled by alpha x(k)), so that A streams from memory in its own order, each column read
+    once from top to bottom (the order of BLAS gemv_n kernels)."""
+    b = e.b
+    _column_passes(e, a, out, u, lambda k: b.fmul(u.alpha, read(b, x, [k], u.compute)))
+
+
+def row_sums(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate) -> None:
+    """sum.n of a matrix whose columns are contiguous, as gemv.n on a vector of ones: passes
+    down its columns (`_column_passes`). Vectors of rows summed across all the columns (as
+    `sum_`) walk A a column stride at a time, a page apart for large A: 1024^2 f32 in L2 ran
+    at 9 GB/s, a quarter of numpy's rate."""
+    _column_passes(e, a, out, u, lambda k: u.alpha)
+
+
+def _column_passes(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: OutputUpdate,
+                   scale: Callable[[ir.Value], ir.Value]) -> None:  # fmt: skip
+    """c := sum over k of scale(k) A(:, k) + beta c: c is first scaled by beta (set to 0 when
+    beta is 0, without reading it); then each block of GEMV_N_COLUMNS columns adds to it in
+    one pass. c holds partial sums between the passes, so this applies only when c's element
+    type is the compute type (one rounding per pass)."""
     v, b = VectorLoops(e, u.compute), e.b
     rows, columns = out.shape[0], a.shape[1]
     if u.beta is None:
@@ -545,11 +562,10 @@ def gemv_n(
         v.each(rows, lambda i, mask: v.store(out, i, b.fmul(v.load(out, i, mask), beta), mask))
     blocked = _floor(b, columns, GEMV_N_COLUMNS)
     with for_range(b, 0, blocked, GEMV_N_COLUMNS, name="k") as k:
-        _axpy_columns(
-            e, v, a, x, out, u, [b.add(k, const(c)) if c else k for c in range(GEMV_N_COLUMNS)]
-        )
+        indices = [b.add(k, const(c)) if c else k for c in range(GEMV_N_COLUMNS)]
+        _axpy_columns(e, v, a, out, indices, [scale(i) for i in indices])
     with for_range(b, blocked, columns, name="k1") as k:
-        _axpy_columns(e, v, a, x, out, u, [k])
+        _axpy_columns(e, v, a, out, [k], [scale(k)])
     _without_columns(e, v, out, u, columns)
 
 
@@ -592,11 +608,11 @@ def ger(
         v.each(out.shape[0], rows, v.lead(out.shape[0], column), streaming)
 
 
-def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, x: MemrefValue,
-                  out: MemrefValue, u: OutputUpdate, indices: list[ir.Value]) -> None:  # fmt: skip
-    """out += sum over k in indices of alpha x(k) A(:, k), one pass over out."""
+def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: MemrefValue,
+                  indices: list[ir.Value], factors: list[ir.Value]) -> None:  # fmt: skip
+    """out += sum over k in indices of factor(k) A(:, k), one pass over out."""
     b = e.b
-    scales = [vec.splat(b, b.fmul(u.alpha, read(b, x, [k], u.compute)), v.lanes) for k in indices]
+    scales = [vec.splat(b, factor, v.lanes) for factor in factors]
     columns = [_column(e, a, k) for k in indices]
 
     def rows(i: ir.Value, mask: ir.Value | None) -> None:
