@@ -84,6 +84,9 @@ past writes of the other.
 
 `tile.prefetch X` asks for the cache lines of the view X ahead of its use (`.write`: to be
 written). It has no effect on values, never faults, and may address past an array's end.
+
+`tile.transposed X` is the matrix X^T as a view of X's memory: its shape and strides are X's
+reversed (the transposed problem of a gemm into a row-major C, `lowering.row_major`).
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ from nanotc.ir.core import (
     region,
 )
 from nanotc.ir.instructions import Transpose
-from nanotc.ir.types import I1, INDEX, Type
+from nanotc.ir.types import I1, INDEX, MemRefType, Type
 from nanotc.ir.values import Value
 
 _INDEX = dict(constants=ConstKind.INT, const_type=INDEX)
@@ -346,6 +349,17 @@ class TileLineLead(Instruction):
 
     def result_types(self) -> Sequence[Type]:
         return (INDEX,)
+
+
+class TileTransposed(Instruction):
+    name = "tile.transposed"
+    source = operand()
+    syntax = "$source : type($source)"
+
+    def result_types(self) -> Sequence[Type]:
+        t = self.source.type
+        assert isinstance(t, MemRefType) and t.order == 2
+        return (MemRefType(t.element, t.shape[::-1], t.stride[::-1]),)
 
 
 class TileMin(Instruction):

@@ -7,6 +7,8 @@ The default pipeline, in order:
 0. blas2-as-gemm: gemv.n and ger become gemms on vector views (one-column / K=1 tiles);
 1. batch-reduce: loops of gemms accumulating into one C become `tile.batch_gemm` tiles, which
    keep C in registers across the whole loop;
+1a. row-major-gemms: a gemm into a row-major C becomes its transposed problem, into C's
+   transposed view (`lowering/row_major.py`);
 1b. pair-members: on AMX targets, a loop over a dense batch of tiny bf16 gemms multiplies two
    members per tile product (`lowering/pair_members.py`);
 2. prefetch-next-group: small gemms on group-indexed views whose tiles will not stream the
@@ -33,6 +35,7 @@ from nanotc.lowering.gemm import lower_gemms
 from nanotc.lowering.pack_ahead import pack_ahead
 from nanotc.lowering.pair_members import pair_members
 from nanotc.lowering.prefetch import prefetch_next_group, stream_next_group
+from nanotc.lowering.row_major import transpose_row_major_gemms
 from nanotc.targets import Target
 
 
@@ -91,6 +94,14 @@ class Blas2AsGemm:
 
 
 @dataclass(frozen=True)
+class RowMajorGemms:
+    name: str = "row-major-gemms"
+
+    def run(self, func: Function, target: Target, options: CompileOptions) -> None:
+        transpose_row_major_gemms(func)
+
+
+@dataclass(frozen=True)
 class PackAhead:
     name: str = "pack-ahead"
 
@@ -101,6 +112,7 @@ class PackAhead:
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
     Blas2AsGemm(),
     BatchReduce(),
+    RowMajorGemms(),
     PairMembers(),
     PrefetchNextGroup(),
     GemmTiles(),

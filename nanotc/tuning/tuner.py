@@ -79,6 +79,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, ranked
+from nanotc.lowering.row_major import transpose_row_major_gemms
 from nanotc.runtime.arguments import arrays_of, bind_arguments, copy_argument
 from nanotc.targets import Target, get, runs_on_host
 from nanotc.transforms.flops import flops_per_group
@@ -272,6 +273,7 @@ def gemm_sites(func: Function, target: Target, arguments: Sequence[Any] = ()) ->
     program = clone_program(Program([func]))
     (copy,) = program.functions
     rewrite_blas2(copy)  # gemv.n and ger become gemms, as in the lowering pipeline
+    transpose_row_major_gemms(copy)
     launch = _Launch.of(copy, arguments, target)
     found: dict[str, Site] = {}
     for site in _sites(copy.body, target, launch):

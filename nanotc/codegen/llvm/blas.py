@@ -17,7 +17,7 @@ from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
 from nanotc.codegen.llvm.helpers import carried_loop, for_range, memref_element, read
 from nanotc.codegen.llvm.output import OutputUpdate, with_output_update, write_output
 from nanotc.codegen.llvm.scalar import binary
-from nanotc.codegen.llvm.types import Dim, MemrefValue, register_type
+from nanotc.codegen.llvm.types import Dim, MemrefValue, register_type, transposed
 from nanotc.ir.instructions import (
     Axpby,
     BinaryOp,
@@ -51,7 +51,7 @@ def reduction(
     return total
 
 
-_t = blas_vector.transposed
+_t = transposed
 
 
 def _zero(ct: ScalarType) -> ir.Constant:
@@ -72,7 +72,7 @@ def _axpby(e: FunctionEmitter, inst: Axpby) -> None:
     b = e.b
 
     matrix = a.type.order == 2
-    op_a = blas_vector.transposed(a) if inst.trans is Transpose.T and matrix else a
+    op_a = _t(a) if inst.trans is Transpose.T and matrix else a
     vectorised: Callable[[OutputUpdate], None] | None = None
     if blas_vector.applies(inst, [(out, 0), (op_a, 0)]):
         vectorised = functools.partial(blas_vector.axpby, e, op_a, out)

@@ -627,9 +627,3 @@ def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: Memre
 def _column(e: FunctionEmitter, m: MemrefValue, j: ir.Value) -> MemrefValue:
     """Column j of a matrix, as a vector view."""
     return MemrefValue(m.type, memref_element(e.b, m, [0, j]), m.shape, m.stride)
-
-
-def transposed(m: MemrefValue) -> MemrefValue:
-    """A matrix's transpose, as a view: its rows are the columns of this one."""
-    t = MemRefType(m.type.element, m.type.shape[::-1], m.type.stride[::-1])
-    return MemrefValue(t, m.ptr, m.shape[::-1], m.stride[::-1])

@@ -34,6 +34,7 @@ from nanotc.codegen.llvm.types import (
     MemrefValue,
     const,
     memory_type,
+    transposed,
 )
 from nanotc.ir.instructions import (
     Alloca,
@@ -46,7 +47,7 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
 )
-from nanotc.ir.tile import TileDisjoint, TileLineLead, TilePrefetch
+from nanotc.ir.tile import TileDisjoint, TileLineLead, TilePrefetch, TileTransposed
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Constant, Value
 
@@ -166,6 +167,11 @@ def _line_lead(e: FunctionEmitter, inst: TileLineLead) -> None:
     to_boundary = b.and_(b.neg(address), ir.Constant(I64, e.state.target.line_bytes - 1))
     size = ir.Constant(I64, view.type.element.size)
     e.define(inst.result, b.udiv(to_boundary, size))
+
+
+@emits(TileTransposed)
+def _transposed(e: FunctionEmitter, inst: TileTransposed) -> None:
+    e.define(inst.result, transposed(e.value(inst.source)))
 
 
 @emits(TileDisjoint)
