@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nanotc
+from nanotc.codegen.llvm.blas import SCALAR_CHAINS
 from nanotc.codegen.llvm.blas_vector import (
     CHAINS,
     FROM_MEMORY_L3_SHARE,
@@ -500,6 +501,10 @@ ROW_MAJOR_CASES = {
     "axpby.n R into R": ("axpby.n", "%a: R, %c: R", lambda a, c: 2 * a + 0.5 * c),
     "axpby.t R into C": ("axpby.t", "%a: R, %c: C", lambda a, c: 2 * a.T + 0.5 * c),
     "axpby.t C into R": ("axpby.t", "%a: C, %c: R", lambda a, c: 2 * a.T + 0.5 * c),
+    "axpby.t C into C": ("axpby.t", "%a: C, %c: C", lambda a, c: 2 * a.T + 0.5 * c),
+    "axpby.t R into R": ("axpby.t", "%a: R, %c: R", lambda a, c: 2 * a.T + 0.5 * c),
+    "axpby.n R into C": ("axpby.n", "%a: R, %c: C", lambda a, c: 2 * a + 0.5 * c),
+    "axpby.n C into R": ("axpby.n", "%a: C, %c: R", lambda a, c: 2 * a + 0.5 * c),
     "sum.n R": ("sum.n", "%a: R, %c: V", lambda a, c: 2 * a.sum(1) + 0.5 * c),
     "sum.t R": ("sum.t", "%a: R, %c: V", lambda a, c: 2 * a.sum(0) + 0.5 * c),
     "gemv.t R": ("gemv.t", "%a: R, %x: V, %c: V", lambda a, x, c: 2 * a.T @ x + 0.5 * c),
@@ -551,7 +556,9 @@ def test_row_major_operands_run_as_vector_loops_on_their_transposed_views(
     """A row-major matrix (`strided<?,1>`) is the transpose of a column-major one: axpby,
     sum, gemv.t and ger run their vector loops on the transposed views (axpby.t from a
     row-major A into a column-major B read A's rows as columns and was wrong; the others ran
-    element by element, ger as a gemm scattering C: 0.01-0.06x numpy at 1024^2)."""
+    element by element, ger as a gemm scattering C: 0.01-0.06x numpy at 1024^2). An axpby
+    between a column-major and a row-major matrix transposes blocks in registers
+    (`blas_vector.transposed_axpby`), whole blocks and the rows and columns past them."""
     compilation = compiled(_row_major_text(case, ty), target)
     assert f"x {'float' if ty == 'f32' else 'double'}>" in compilation.llvm_ir  # vector code
     assert "tile.gemm" not in compilation.tiled()
@@ -589,3 +596,22 @@ def test_row_sums_at_every_boundary(ty: str, target: str, rng) -> None:
                 eps = np.finfo(np.float32 if ty == "bf16" else dtype).eps
                 rounding = 2.0**-8 * np.abs(expected) if ty == "bf16" else 0  # once, on store
                 assert np.all(np.abs(y - expected) <= 4 * eps * (n + 1) * bound + rounding + 1e-30)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ["f32", "f64", "i32"])
+def test_element_by_element_sums_keep_partial_sums(ty: str, target: str, rng) -> None:
+    """A reduction the vector loops do not take (a strided vector, integers) keeps
+    SCALAR_CHAINS partial sums, the last few elements in the first (lengths around it)."""
+    v = f"memref<{ty}x?,strided<?>>"
+    text = f"func @s(%x: {v}, %s: memref<{ty}>) {{\n  sum.n 1, %x, 0, %s : {ty}, {v}, {ty}, memref<{ty}>\n}}"
+    compilation = compiled(text, target)
+    header = compilation.llvm_ir.split("k.header:")[1].split("br ")[0]
+    carried = {"f32": "phi  float", "f64": "phi  double", "i32": "phi  i32"}[ty]
+    assert header.count(carried) == SCALAR_CHAINS > 1 and "x float>" not in compilation.llvm_ir
+    dtype = ELEMENT_DTYPES[ty]
+    for n in [0, 1, SCALAR_CHAINS - 1, SCALAR_CHAINS, SCALAR_CHAINS + 1, 4 * SCALAR_CHAINS + 3]:
+        x = rng.integers(-50, 50, 3 * n + 1).astype(dtype)[::3][:n]
+        out = np.full((), 7, dtype)
+        compilation["s"](x, out, group_size=1)
+        assert out == x.astype(np.float64).sum(), n  # small integers: every order is exact

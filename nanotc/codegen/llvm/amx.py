@@ -32,7 +32,6 @@ from nanotc.codegen.llvm.helpers import (
     loop_runs,
     mul,
 )
-from nanotc.codegen.llvm.packing import transpose
 from nanotc.codegen.llvm.types import F32, I16, I32, PTR, Dim, MemrefValue, const
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileAmxBatchGemm, TileAmxGemm, TileAmxSmallGemm, TilePackAmx
@@ -635,7 +634,7 @@ class _Block:
         pairs = [
             b.bitcast(self._pair_vector(p, masked, self.height), words) for p in range(CHUNK // 2)
         ]
-        for r, row in enumerate(transpose(b, pairs)):
+        for r, row in enumerate(vec.transpose(b, pairs)):
             if self._left_out(r, 0):
                 continue
             dst = element_ptr(b, out, ScalarType.BF16, r * CHUNK)
@@ -689,7 +688,7 @@ class _Block:
                     mask = b.and_(columns, vec.splat(b, inside, CHUNK))
                 row = vec.load(b, halves, self._at(const(r), const(0)), mask, 2)
                 words.append(b.bitcast(row, vec.vector_type(I32, PANEL)))
-            for p, pairs in enumerate(transpose(b, words)):
+            for p, pairs in enumerate(vec.transpose(b, words)):
                 if self._left_out(2 * p, 1):
                     continue
                 dst = element_ptr(b, out, ScalarType.BF16, p * pair_stride + 2 * PANEL * group)

@@ -14,10 +14,16 @@ from llvmlite import ir
 
 from nanotc.codegen.llvm import blas_vector
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
-from nanotc.codegen.llvm.helpers import carried_loop, for_range, memref_element, read
+from nanotc.codegen.llvm.helpers import (
+    carried_loop,
+    for_range,
+    memref_element,
+    read,
+    round_down,
+)
 from nanotc.codegen.llvm.output import OutputUpdate, with_output_update, write_output
 from nanotc.codegen.llvm.scalar import binary
-from nanotc.codegen.llvm.types import Dim, MemrefValue, register_type, transposed
+from nanotc.codegen.llvm.types import Dim, MemrefValue, const, register_type, transposed
 from nanotc.ir.instructions import (
     Axpby,
     BinaryOp,
@@ -43,12 +49,27 @@ def op_shape(trans: Transpose, m: MemrefValue) -> tuple[Dim, Dim]:
     return (cols, rows) if trans is Transpose.T else (rows, cols)
 
 
+# partial sums a scalar reduction keeps: each add waits on the last (3 cycles on Zen 4), and
+# with one sum a strided f32 vector in L2 was summed at 4.7 GB/s
+SCALAR_CHAINS = 4
+
+
 def reduction(
-    b: ir.IRBuilder, count: Dim, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value]
+    b: ir.IRBuilder, ct: ScalarType, count: Dim, step: Callable[[ir.Value, ir.Value], ir.Value]
 ) -> ir.Value:
-    """acc = init; for k < count: acc = step(k, acc); the final acc."""
-    (total,) = carried_loop(b, 0, count, 1, [init], lambda k, acc: [step(k, acc[0])], name="k")
-    return total
+    """The sum of what step(k, acc) adds to acc for each k < count: k in SCALAR_CHAINS
+    partial sums (by k modulo SCALAR_CHAINS, the last few k in the first), added at the end."""
+
+    def chunk(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        return [step(b.add(k, const(c)), total) for c, total in enumerate(sums)]
+
+    main = round_down(b, count, SCALAR_CHAINS)
+    sums = carried_loop(b, 0, main, SCALAR_CHAINS, [_zero(ct)] * SCALAR_CHAINS, chunk, name="k")
+    rest = lambda k, acc: [step(k, acc[0])]  # noqa: E731 - the loop's body
+    sums[0] = carried_loop(b, main, count, 1, [sums[0]], rest, name="k.rest")[0]
+    while len(sums) > 1:
+        sums = [binary(b, BinaryOp.ADD, ct, x, y) for x, y in zip(sums[::2], sums[1::2])]
+    return sums[0]
 
 
 _t = transposed
@@ -78,6 +99,10 @@ def _axpby(e: FunctionEmitter, inst: Axpby) -> None:
         vectorised = functools.partial(blas_vector.axpby, e, op_a, out)
     elif matrix and blas_vector.applies(inst, [(_t(out), 0), (_t(op_a), 0)]):  # row-major
         vectorised = functools.partial(blas_vector.axpby, e, _t(op_a), _t(out))
+    elif matrix and blas_vector.applies(inst, [(out, 0), (_t(op_a), 0)]):  # a transposition
+        vectorised = functools.partial(blas_vector.transposed_axpby, e, _t(op_a), out)
+    elif matrix and blas_vector.applies(inst, [(_t(out), 0), (op_a, 0)]):  # into row-major
+        vectorised = functools.partial(blas_vector.transposed_axpby, e, op_a, _t(out))
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
@@ -111,7 +136,7 @@ def _gemm(e: FunctionEmitter, inst: Gemm) -> None:
                 y = read(b, bm, op_index(inst.trans_b, bm, k, j), ct)
                 return _mul_add(b, ct, acc, x, y)
 
-            write_output(b, u, memref_element(b, c, [i, j]), reduction(b, depth, _zero(ct), step))
+            write_output(b, u, memref_element(b, c, [i, j]), reduction(b, ct, depth, step))
 
     with_output_update(e, inst, c, nest)
 
@@ -141,7 +166,7 @@ def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
                 aik = read(b, a, op_index(inst.trans_a, a, i, k), ct)
                 return _mul_add(b, ct, acc, aik, read(b, x, [k], ct))
 
-            write_output(b, u, memref_element(b, out, [i]), reduction(b, depth, _zero(ct), step))
+            write_output(b, u, memref_element(b, out, [i]), reduction(b, ct, depth, step))
 
     with_output_update(e, inst, out, nest)
 
@@ -221,17 +246,15 @@ def _sum(e: FunctionEmitter, inst: Sum) -> None:
             return
         ct = u.compute
         if a.type.order == 1:
-            total = reduction(
-                b, a.shape[0], _zero(ct), lambda k, acc: add(ct)(read(b, a, [k], ct), acc)
-            )
+            total = reduction(b, ct, a.shape[0], lambda k, acc: add(ct)(read(b, a, [k], ct), acc))
             write_output(b, u, memref_element(b, out, []), total)
             return
         rows, cols = op_shape(inst.trans, a)
         with for_range(b, 0, rows) as i:
             row_sum = reduction(
                 b,
+                ct,
                 cols,
-                _zero(ct),
                 lambda k, acc: add(ct)(read(b, a, op_index(inst.trans, a, i, k), ct), acc),
             )
             write_output(b, u, memref_element(b, out, [i]), row_sum)

@@ -72,6 +72,11 @@ def div(b: ir.IRBuilder, x: Dim, y: Dim) -> Dim:
     return b.sdiv(as_value(b, x), as_value(b, y))
 
 
+def round_down(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
+    """n rounded down to a multiple of `multiple`."""
+    return n - n % multiple if isinstance(n, int) else sub(b, n, b.srem(n, const(multiple)))
+
+
 def compare_extent(b: ir.IRBuilder, op: str, extent: Dim, bound: int) -> bool | ir.Value:
     """`extent op bound` (op ">=" or "<="): a bool where the extent is static, else an i1."""
     if isinstance(extent, int):

@@ -308,7 +308,7 @@ class _PackedBlock:
         for _ in range(lanes):
             rows.append(b.load(row, typ=t, align=self.src_t.size))
             row = element_ptr(b, row, self.src_t, self.row_stride)
-        for kk, segment in enumerate(transpose(b, rows)):
+        for kk, segment in enumerate(vec.transpose(b, rows)):
             column = self.target_column(first_row, b.add(k, const(kk)))
             vec.store(b, segment, element_ptr(b, column, self.dst_t, group), None, self.dst_t.size)
 
@@ -334,7 +334,7 @@ class _PackedBlock:
         width = min(lanes, self.panel - group)
         rows = [self._source_vector(first_row, group + i, k, lanes) for i in range(width)]
         rows += [vec.zeros(rows[0].type)] * (lanes - width)
-        return transpose(self.b, rows)
+        return vec.transpose(self.b, rows)
 
     def _source_vector(self, first_row: ir.Value, i: Dim, k: ir.Value, lanes: int) -> ir.Value:
         b = self.b
@@ -356,27 +356,3 @@ class _PackedBlock:
         zero = ir.Constant(memory_type(self.dst_t), 0)
         with for_range(b, rows, self.panel, name="pad", vectorize=False, unroll=False) as i:
             b.store(zero, element_ptr(b, dst, self.dst_t, i))
-
-
-def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The transpose of a square block held as `lanes` vectors (a power of two): log2(lanes)
-    butterfly stages, each exchanging the off-diagonal h x h blocks of every 2h x 2h block
-    with one two-source shuffle per vector."""
-    lanes = len(rows)
-    h = lanes // 2
-    while h:
-        out = list(rows)
-        for i in range(lanes):
-            if i & h:
-                continue
-            low = [c if not c & h else lanes + c - h for c in range(lanes)]
-            high = [c + h if not c & h else lanes + c for c in range(lanes)]
-            out[i] = b.shuffle_vector(
-                rows[i], rows[i + h], ir.Constant(vec.vector_type(I32, lanes), low)
-            )
-            out[i + h] = b.shuffle_vector(
-                rows[i], rows[i + h], ir.Constant(vec.vector_type(I32, lanes), high)
-            )
-        rows = out
-        h //= 2
-    return rows

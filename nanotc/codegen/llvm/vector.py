@@ -303,3 +303,27 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, element: ScalarType) -> ir.Value
 
 def _bits(t: ir.Type) -> int:
     return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of a square block held as `lanes` vectors (a power of two): log2(lanes)
+    butterfly stages, each exchanging the off-diagonal h x h blocks of every 2h x 2h block
+    with one two-source shuffle per vector."""
+    lanes = len(rows)
+    h = lanes // 2
+    while h:
+        out = list(rows)
+        for i in range(lanes):
+            if i & h:
+                continue
+            low = [c if not c & h else lanes + c - h for c in range(lanes)]
+            high = [c + h if not c & h else lanes + c for c in range(lanes)]
+            out[i] = b.shuffle_vector(
+                rows[i], rows[i + h], ir.Constant(vector_type(I32, lanes), low)
+            )
+            out[i + h] = b.shuffle_vector(
+                rows[i], rows[i + h], ir.Constant(vector_type(I32, lanes), high)
+            )
+        rows = out
+        h //= 2
+    return rows
