@@ -1,8 +1,8 @@
-"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4,w5,in-cache] [common
-options]` (also `nanotc bench [w1 w2 w3 w4 w5 in-cache] [options]`).
+"""Run every workload: `python -m bench [--quick] [--workloads w1,w2,w3,w4,w5,in-cache,layouts]
+[common options]` (also `nanotc bench [w1 w2 w3 w4 w5 in-cache layouts] [options]`).
 
 Each workload keeps its own defaults (W1, W2, W5: fp32 and fp64 on 1 and 2 threads; W3: fp32
-on 1 thread; W4: bf16 on 1 and 2 threads; in-cache: fp32 and fp64 on 1 thread) unless
+on 1 thread; W4: bf16 on 1 and 2 threads; in-cache and layouts: fp32 and fp64 on 1 thread) unless
 --threads/--dtypes are given. A workload that fails is reported with its traceback and the
 others still run; the exit status is then 1. One CSV per workload goes to bench/results/
 (unless --no-csv; --results-dir to write elsewhere), with a PNG chart beside it when
@@ -19,7 +19,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import chart, harness, in_cache, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
+from bench import (
+    chart,
+    harness,
+    in_cache,
+    layouts,
+    w1_square,
+    w2_batched,
+    w3_resnet,
+    w4_bf16,
+    w5_blas,
+)
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover
 
@@ -59,6 +69,10 @@ WORKLOADS = (
         "in-cache", "In-cache GEMM C += A B (one thread)", "in_cache", (1,), ("f32", "f64"),
         lambda s, p: in_cache.run(s, p),
     ),
+    Workload(
+        "layouts", "Layouts: row-major and transposed operands (one thread)", "layouts", (1,),
+        ("f32", "f64"), lambda s, p: layouts.run(s),
+    ),
 )  # fmt: skip
 
 
@@ -70,7 +84,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         "--workloads",
         type=harness.parse_list(str),
         default=tuple(w.name for w in WORKLOADS),
-        help="which workloads (default w1,w2,w3,w4,w5,in-cache)",
+        help="which workloads (default w1,w2,w3,w4,w5,in-cache,layouts)",
     )
     parser.add_argument("--no-chart", action="store_true", help="do not draw PNG charts")
     parser.add_argument(

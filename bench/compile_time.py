@@ -47,6 +47,8 @@ def cases() -> dict[str, str]:
         "W2 batched 64x64x64 f32": kernels.batched("f32", 64, 64, 64),
         "W3 static 12544x64x147 f32": kernels.single("f32", 12544, 64, 147),
         "W1 dynamic column block f64": kernels.column_blocks("f64", 128),
+        "dynamic gemm.t.n f32": kernels.dynamic("f32", "t.n"),
+        "dynamic row-major A, B, C f32": kernels.dynamic("f32", row_major=True),
         "tall_and_skinny f32 N=16 K=64": recipe,
         # on AMX hosts: exact tiles, packed one iteration ahead (two copies of the loop)
         "W4 batched 35x9x35 bf16": kernels.batched_repeated("f32", 35, 9, 35, inputs="bf16"),

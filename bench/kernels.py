@@ -115,6 +115,14 @@ def single(dtype: str, m: int, n: int, k: int, static: bool = True, empty: bool 
     return f"func @gemm(%A: {a}, %B: {b}, %C: {c}) {{\n{body}}}\n"
 
 
+def dynamic(dtype: str, trans: str = "n.n", row_major: bool = False) -> str:
+    """One gemm of run-time sizes (`trans`: its transposes), on column-major operands or on
+    row-major ones (numpy's C order: `strided<?,1>`)."""
+    t = f"memref<{dtype}x?x?,strided<?,1>>" if row_major else memref(dtype, "?", "?")
+    body = f"    gemm.{trans} 1.0, %A, %B, 0.0, %C : {dtype}, {t}, {t}, {dtype}, {t}\n"
+    return f"func @gemm(%A: {t}, %B: {t}, %C: {t}) {{\n{body}}}\n"
+
+
 @cache
 def compiled(source: str) -> Kernel:
     """The one function of `source`, compiled for this machine (cached per process)."""

@@ -130,7 +130,10 @@ def add_bench_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--no-chart, ...).",
     )
     b.add_argument(
-        "parts", nargs="*", metavar="PART", help="w1, w2, w3, w4, w5, in-cache (default: all)"
+        "parts",
+        nargs="*",
+        metavar="PART",
+        help="w1, w2, w3, w4, w5, in-cache, layouts (default: all)",
     )
     p = sub.add_parser("peak", help="measure this machine's per-core peak GFLOP/s")
     p.set_defaults(run=cmd_peak)

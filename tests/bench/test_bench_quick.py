@@ -13,7 +13,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench import harness, in_cache, peak, w1_square, w2_batched, w3_resnet, w4_bf16, w5_blas
+from bench import (
+    harness,
+    in_cache,
+    layouts,
+    peak,
+    w1_square,
+    w2_batched,
+    w3_resnet,
+    w4_bf16,
+    w5_blas,
+)
 from bench.harness import Row, Settings
 from bench.peers import Peers, discover, memory
 from nanotc import targets
@@ -400,3 +410,24 @@ def test_w5_places_operands_past_a_line(peers: Peers) -> None:
     settings = replace(QUICK, threads=(1,), dtypes=("f32",))
     rows = w5_blas.run(settings, peers, ops=["sum"], variants=["cache"], line_offset=16)
     assert [r.shape.split()[0] for r in rows] == ["copy", "sum"]
+
+
+def test_layouts_validates_every_case() -> None:
+    """Every case of row-major and transposed operands validated against float64 and timed
+    beside numpy on the same arrays."""
+    settings = replace(QUICK, threads=(1,), dtypes=("f32", "f64"))
+    rows = layouts.run(settings, layouts.CASES)
+    assert [(r.shape.split()[0], r.dtype) for r in rows] == [
+        (name, dtype) for dtype in ("f32", "f64") for name in layouts.CASES
+    ]
+    for row in rows:
+        assert row.gflops(row.nanotc) >= 0 and "numpy" in row.peers
+        assert (row.bytes is None) == layouts.CASES[row.shape.split()[0]].gemm
+
+
+def test_layouts_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    right = layouts.kernel_text
+    monkeypatch.setattr(layouts, "kernel_text", lambda *a: right(*a).replace(" 1.0, %", " 1.25, %"))
+    settings = replace(QUICK, threads=(1,), dtypes=("f32",))
+    with pytest.raises(harness.ValidationError, match=r"nanotc sum\.n-r"):
+        layouts.run(settings, ["sum.n-r"])
