@@ -12,6 +12,7 @@ checked on every host; its results where the host runs the code (`runnable`, `ne
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -184,6 +185,33 @@ def test_dynamic_sizes_every_remainder(types: tuple[str, str, str], target: str,
     case = Case("gemm", ("n", "n"), types, types[2], ("dynamic",) * 3)
     sizes = [(m, n, int(rng.choice(SHAPES))) for m, n in zip(range(1, 71, 3), range(70, 0, -3))]
     run_case(case, target, rng, sizes)
+
+
+def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
+    """A run-time M's last rows, where they fit half a tile's vectors, take a tile of those
+    in the widest column blocks (direct 32 x 13 -> 16 x 13, blocked 64 x 6 -> 32 x 6 on
+    Zen 4), behind a run-time test; the narrower column blocks, and the blocks of a static M
+    on the blocked path (whose extents are run-time values too), keep one kernel."""
+    m = "memref<f32x?x?>"
+    text = f"""func @k(%A: {m}, %B: {m}, %C: {m}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {m}, {m}, f32, {m}
+}}"""
+    tiles = re.findall(r"tile (\d+ x \d+)", nanotc.compile(text, target=ZEN4).tiled())
+    blocked = ["64 x 6", "32 x 6", "64 x 3", "64 x 1"]  # 64-row packed panels
+    assert tiles == [*blocked, "32 x 13", "16 x 13", "32 x 6", "32 x 1"]
+    static = nanotc.compile(text.replace("?x?", "700x700"), target=ZEN4).tiled()
+    assert "tile 64 x 6" in static and "tile 32 x 6" not in static
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_run_time_rows_in_half_tiles_match_numpy(ty: str, target: str, rng) -> None:
+    """M around a half tile past whole tiles (and below one tile), on the direct path and on
+    the blocked one (M x 300 x 1000 overflows half of L2)."""
+    case = Case("gemm", ("n", "n"), (ty,) * 3, ty, ("dynamic",) * 3)
+    lanes = 16 if target == "host" else 8
+    rows = [1, lanes, 2 * lanes + 1, 3 * lanes, 4 * lanes + 3, 5 * lanes + 1]
+    run_case(case, target, rng, [(m, 29, 17) for m in rows] + [(100, 300, 1000)])
 
 
 @pytest.mark.parametrize("target", TARGETS)
