@@ -323,7 +323,7 @@ def _blocks(g: Gemm, target: Target, options: CompileOptions) -> list[Instructio
                 panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc, pc), beta,
                                  kc if pairs else None, ahead)  # fmt: skip
                 hook = None if dot_hook is None else _in_first_block(dot_hook, ic, mb)
-                tile_block(inner, tile, mb, nb, panels.micro, hook, half_tail=m is None)
+                tile_block(inner, tile, mb, nb, panels.micro, hook)
     return b.region.instructions
 
 

@@ -119,7 +119,8 @@ def tile_gemm(
         once = fetches_a_once(g, target, tile)
         peel = once and peels_first_block(extents[1], tile)
         micro = direct_micro(g, once, peel)
-        return tile_output(g.c, extents, target, micro, reserved, tile, peel)
+        half_tail = not dot_pairs(g, target)
+        return tile_output(g.c, extents, target, micro, reserved, tile, peel, half_tail)
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
@@ -380,17 +381,19 @@ def tile_output(
     reserved: int = 0,
     tile: RegisterTile | None = None,
     peel_first: bool = False,
+    half_tail: bool = False,
 ) -> list[Instruction]:
     """Loops over the register tiles of C, calling `micro` for each (full and remainder);
     `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
-    the analytical one. `peel_first`: the first column block outside the loop over them."""
+    the analytical one. `peel_first`: the first column block outside the loop over them.
+    `half_tail`: a run-time M ends in a tile of half the rows where it can (`tile_block`)."""
     m, n, k = extents
     if tile is None:
         tile = choose(target, c.type.element, m, n, k, reserved)
     b = Builder(Region())
     rows = b.size(c, 0) if m is None else m
     columns = b.size(c, 1) if n is None else n
-    tile_block(b, tile, rows, columns, micro, peel_first=peel_first, half_tail=True)
+    tile_block(b, tile, rows, columns, micro, peel_first=peel_first, half_tail=half_tail)
     return b.region.instructions
 
 
@@ -404,8 +407,8 @@ def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroF
     """Cover an m x n block with register tiles of one shape and its remainder kernels (then
     `after` for each column block of them). `peel_first`: a static n's first column block
     is emitted outside the loop over the others (its tiles see column 0 as a number).
-    `half_tail`: a run-time m (the gemm's own, not a block's of a static M) ends in a tile
-    of half the rows where its last rows fit (`_Tiler._run_time_rows`)."""
+    `half_tail`: a run-time m ends in a tile of half the rows where its last rows fit
+    (`_Tiler._run_time_rows`)."""
     tiler = _Tiler(tile, m, micro, after, half_tail)
     if isinstance(n, int):
         _static_columns(b, tiler, n, peel_first)
@@ -448,10 +451,12 @@ class _Tiler:
         """Row tiles of a run-time M: one kernel masked to min(mr, M - row) rows serves every
         row tile. With `half_tail`, in the widest column blocks, the last rows, where they fit
         in half the tile's vectors, take a kernel of those (one masked tile of 32 rows had run
-        the FMAs of all 32 for the 4 past 96: f32 100^3 1.10-1.12x, 130^3 1.09x, 600^3 1.04x,
-        f64 100^3 and 300^3 1.06-1.08x; unchanged where M leaves no such rows, 96 to 256).
-        The other column blocks keep one kernel: each kernel costs compile time (f32 dynamic
-        gemm 209 to 242 ms with the two of the direct and blocked paths)."""
+        the FMAs of all 32 for the 4 past 96: direct f32 100^3 1.08-1.13x, 130^3 and 40^3
+        1.08-1.09x, 200^3 1.07x, f64 100^3 1.07x; unchanged where M leaves no such rows).
+        Each kernel costs compile time, 10-20 ms for f32 and f64 tiles: the narrower column
+        blocks keep one; so do the blocked path's tiles, where the rows are a small part of a
+        large M (f32 600^3 1.04x, 20-40 ms more for each dynamic gemm), and bf16 tiles on
+        `vdpbf16ps` (W4's MLP kernel 233 to 320 ms with them)."""
         mr, m = self.tile.mr, self.m
         half = self.tile.mv // 2 * self.tile.lanes
         tail = fits = None

@@ -189,18 +189,23 @@ def test_dynamic_sizes_every_remainder(types: tuple[str, str, str], target: str,
 
 def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
     """A run-time M's last rows, where they fit half a tile's vectors, take a tile of those
-    in the widest column blocks (direct 32 x 13 -> 16 x 13, blocked 64 x 6 -> 32 x 6 on
-    Zen 4), behind a run-time test; the narrower column blocks, and the blocks of a static M
-    on the blocked path (whose extents are run-time values too), keep one kernel."""
-    m = "memref<f32x?x?>"
-    text = f"""func @k(%A: {m}, %B: {m}, %C: {m}) {{
-  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {m}, {m}, f32, {m}
+    in the direct path's widest column blocks (32 x 13 -> 16 x 13 on Zen 4), behind a
+    run-time test; its narrower column blocks, the blocked path's tiles (of a run-time M or
+    of a static one's blocks) and bf16 tiles on vdpbf16ps keep one kernel."""
+
+    def tiles(inputs: str, output: str) -> list[str]:
+        a, c = f"memref<{inputs}x?x?>", f"memref<{output}x?x?>"
+        text = f"""func @k(%A: {a}, %B: {a}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : {output}, {a}, {a}, {output}, {c}
 }}"""
-    tiles = re.findall(r"tile (\d+ x \d+)", nanotc.compile(text, target=ZEN4).tiled())
-    blocked = ["64 x 6", "32 x 6", "64 x 3", "64 x 1"]  # 64-row packed panels
-    assert tiles == [*blocked, "32 x 13", "16 x 13", "32 x 6", "32 x 1"]
-    static = nanotc.compile(text.replace("?x?", "700x700"), target=ZEN4).tiled()
-    assert "tile 64 x 6" in static and "tile 32 x 6" not in static
+        return re.findall(r"tile (\d+ x \d+)", nanotc.compile(text, target=ZEN4).tiled())
+
+    # the blocked path's tiles on 64-row (f64: 32-row) packed panels first, then the direct
+    assert tiles("f32", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "16 x 13", "32 x 6",
+                                   "32 x 1"]  # fmt: skip
+    assert tiles("f64", "f64") == ["32 x 6", "32 x 3", "32 x 1", "16 x 13", "8 x 13", "16 x 6",
+                                   "16 x 1"]  # fmt: skip
+    assert tiles("bf16", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "32 x 6", "32 x 1"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
