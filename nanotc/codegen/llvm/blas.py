@@ -72,9 +72,6 @@ def reduction(
     return sums[0]
 
 
-_t = transposed
-
-
 def _zero(ct: ScalarType) -> ir.Constant:
     return ir.Constant(register_type(ct), 0)
 
@@ -86,23 +83,35 @@ def _mul_add(b: ir.IRBuilder, ct: ScalarType, acc: ir.Value, x: ir.Value, y: ir.
 # -- the instructions ---------------------------------------------------------------------------
 
 
+def _vector_axpby(e: FunctionEmitter, inst: Axpby, a: MemrefValue, out: MemrefValue
+                  ) -> Callable[[OutputUpdate], None] | None:  # fmt: skip
+    """The vector loops of an axpby, where they apply: on op(A) and out where the columns of
+    both are contiguous, on their transposes where their rows are (row-major), and
+    transposing blocks in registers where one's columns and the other's rows are."""
+    if a.type.order == 1:
+        if blas_vector.applies(inst, [(out, 0), (a, 0)]):
+            return functools.partial(blas_vector.axpby, e, a, out)
+        return None
+    op_a = transposed(a) if inst.trans is Transpose.T else a
+    op_a_t, out_t = transposed(op_a), transposed(out)
+    for loops, x, y in [
+        (blas_vector.axpby, op_a, out),
+        (blas_vector.axpby, op_a_t, out_t),
+        (blas_vector.transposed_axpby, op_a_t, out),
+        (blas_vector.transposed_axpby, op_a, out_t),
+    ]:
+        if blas_vector.applies(inst, [(y, 0), (x, 0)]):
+            return functools.partial(loops, e, x, y)
+    return None
+
+
 @emits(Axpby)
 def _axpby(e: FunctionEmitter, inst: Axpby) -> None:
     a: MemrefValue = e.value(inst.a)
     out: MemrefValue = e.value(inst.b)
     b = e.b
 
-    matrix = a.type.order == 2
-    op_a = _t(a) if inst.trans is Transpose.T and matrix else a
-    vectorised: Callable[[OutputUpdate], None] | None = None
-    if blas_vector.applies(inst, [(out, 0), (op_a, 0)]):
-        vectorised = functools.partial(blas_vector.axpby, e, op_a, out)
-    elif matrix and blas_vector.applies(inst, [(_t(out), 0), (_t(op_a), 0)]):  # row-major
-        vectorised = functools.partial(blas_vector.axpby, e, _t(op_a), _t(out))
-    elif matrix and blas_vector.applies(inst, [(out, 0), (_t(op_a), 0)]):  # a transposition
-        vectorised = functools.partial(blas_vector.transposed_axpby, e, _t(op_a), out)
-    elif matrix and blas_vector.applies(inst, [(_t(out), 0), (op_a, 0)]):  # into row-major
-        vectorised = functools.partial(blas_vector.transposed_axpby, e, op_a, _t(out))
+    vectorised = _vector_axpby(e, inst, a, out)
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
@@ -148,12 +157,13 @@ def _gemv(e: FunctionEmitter, inst: Gemv) -> None:
     out: MemrefValue = e.value(inst.c)
     b = e.b
     depth = op_shape(inst.trans_a, a)[1]
-    op_a = _t(a) if inst.trans_a is Transpose.T else a
+    op_a = transposed(a) if inst.trans_a is Transpose.T else a
+    rows = transposed(op_a)  # op(A)'s rows as columns
     vectorised: Callable[[OutputUpdate], None] | None = None
     if blas_vector.gemv_n_applies(inst, out, op_a):  # axpys down op(A)'s columns
         vectorised = functools.partial(blas_vector.gemv_n, e, op_a, x, out)
-    elif blas_vector.applies(inst, [(out, 0), (_t(op_a), 0), (x, 0)]):  # dots along its rows
-        vectorised = functools.partial(blas_vector.gemv_t, e, _t(op_a), x, out)
+    elif blas_vector.applies(inst, [(out, 0), (rows, 0), (x, 0)]):  # dots along its rows
+        vectorised = functools.partial(blas_vector.gemv_t, e, rows, x, out)
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
@@ -180,8 +190,8 @@ def _ger(e: FunctionEmitter, inst: Ger) -> None:
     vectorised: Callable[[OutputUpdate], None] | None = None
     if blas_vector.applies(inst, [(out, 0), (x, 0)]):
         vectorised = functools.partial(blas_vector.ger, e, x, y, out)
-    elif blas_vector.applies(inst, [(_t(out), 0), (y, 0)]):  # a row-major C: C^T += y x^T
-        vectorised = functools.partial(blas_vector.ger, e, y, x, _t(out))
+    elif blas_vector.applies(inst, [(transposed(out), 0), (y, 0)]):  # a row-major C: C^T += y x^T
+        vectorised = functools.partial(blas_vector.ger, e, y, x, transposed(out))
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
@@ -217,6 +227,26 @@ def _hadamard(e: FunctionEmitter, inst: Hadamard) -> None:
     with_output_update(e, inst, out, nest)
 
 
+def _vector_sums(e: FunctionEmitter, inst: Sum, a: MemrefValue, out: MemrefValue
+                 ) -> Callable[[OutputUpdate], None] | None:  # fmt: skip
+    """The vector loops of a sum, where they apply. A matrix's sums are the row sums of
+    `summed` (A, or A^T for sum.t): passes down its columns where they are contiguous and
+    out holds the compute type, else sums down the columns of its transpose where those are
+    contiguous, else vectors of its rows summed across its columns."""
+    if a.type.order == 1:
+        if blas_vector.applies(inst, [(out, 0), (a, 0)]):
+            return functools.partial(blas_vector.sum_, e, Transpose.N, a, out)
+        return None
+    summed = a if inst.trans is Transpose.N else transposed(a)
+    if blas_vector.gemv_n_applies(inst, out, summed):
+        return functools.partial(blas_vector.row_sums, e, summed, out)
+    if blas_vector.applies(inst, [(out, 0), (transposed(summed), 0)]):
+        return functools.partial(blas_vector.sum_, e, Transpose.T, transposed(summed), out)
+    if blas_vector.applies(inst, [(out, 0), (summed, 0)]):
+        return functools.partial(blas_vector.sum_, e, Transpose.N, summed, out)
+    return None
+
+
 @emits(Sum)
 def _sum(e: FunctionEmitter, inst: Sum) -> None:
     a: MemrefValue = e.value(inst.a)
@@ -226,19 +256,7 @@ def _sum(e: FunctionEmitter, inst: Sum) -> None:
     def add(ct: ScalarType) -> Callable[[ir.Value, ir.Value], ir.Value]:
         return lambda x, acc: binary(b, BinaryOp.ADD, ct, acc, x)
 
-    vectorised: Callable[[OutputUpdate], None] | None = None
-    matrix = a.type.order == 2
-    # sums along rows of a matrix whose columns are contiguous (of a row-major one: along
-    # columns), or along contiguous columns
-    across = a if not matrix or inst.trans is Transpose.N else _t(a)
-    along = _t(across) if matrix else a
-    if matrix and blas_vector.gemv_n_applies(inst, out, across):
-        vectorised = functools.partial(blas_vector.row_sums, e, across, out)
-    elif blas_vector.applies(inst, [(out, 0), (along, 0)]):
-        trans = Transpose.T if matrix else Transpose.N
-        vectorised = functools.partial(blas_vector.sum_, e, trans, along, out)
-    elif blas_vector.applies(inst, [(out, 0), (across, 0)]):  # an output in another type
-        vectorised = functools.partial(blas_vector.sum_, e, Transpose.N, across, out)
+    vectorised = _vector_sums(e, inst, a, out)
 
     def nest(u: OutputUpdate) -> None:
         if vectorised is not None:
