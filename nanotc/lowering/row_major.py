@@ -24,6 +24,8 @@ _FLIPPED = {Transpose.N: Transpose.T, Transpose.T: Transpose.N}
 
 
 def transpose_row_major_gemms(func: Function) -> None:
+    """Each gemm of `func` into a row-major C, but those of batch-reduce loops, as its
+    transposed problem (`transposed_problem`)."""
     reduced = {id(g) for loop in walk(func.body) if (g := batch_reduce_gemm(loop)) is not None}
 
     def transpose(inst: Instruction) -> list[Instruction]:

@@ -8,7 +8,9 @@ Reductions (sum, gemv.t) accumulate CHAINS vectors of partial sums and add them 
 lanes at the end, so their rounding differs from a sequential sum (as BLAS
 implementations' does). gemv.n runs as axpys down A's columns, accumulating into c, or where
 A's rows are contiguous (a row-major A) as gemv.t's dot products along them; ger as scaled
-copies of x down C's columns.
+copies of x down C's columns. Row-major matrices run these loops on their transposed views
+(`blas`); an axpby between a column-major and a row-major matrix transposes blocks in
+registers (`transposed_axpby`).
 
 The element-wise loops (axpby, hadamard, gemv.n) over long or dynamic extents first peel
 one masked vector of the elements before the main streamed operand's next boundary of a
