@@ -11,7 +11,9 @@ is (both pay their call's overhead), on the same arrays:
 - gemv.n and gemv.t on a row-major A (dot products along its rows, axpys down them);
 - ger into a row-major C; sum.n and sum.t of row-major and column-major matrices;
 - axpby.n between row-major matrices, axpby.t from column-major to column-major (a
-  transposition in registers).
+  transposition in registers);
+- batched small gemms on numpy's (batch, m, n) arrays, whose members are row-major (one
+  launch over the batch, in L2).
 
 GFLOP/s for the gemms, GB/s of the bytes each memory-bound instruction must move for the
 others (operands read once, output written once, and read too where beta is not 0).
@@ -86,17 +88,21 @@ CASES: dict[str, Case] = {
         "%a: C, %c: C", "axpby.t", 0.0, lambda a, c: np.copyto(c, a.T), lambda a, c: a.T.copy()
     ),
 }  # fmt: skip
-QUICK_CASES = ("gemm-rrr", "gemv.n-r", "axpby.t-cc")
+BATCHES = {"batched-rrr 16x16x16": (16, 16, 16), "batched-rrr 56x9x9": (56, 9, 9)}
+"""Batched gemms C_b := A_b B_b on numpy's (batch, m, n) arrays, whose members are row-major,
+one launch over the whole batch: name -> M, N, K of a member."""
+QUICK_CASES = ("gemm-rrr", "gemv.n-r", "axpby.t-cc", "batched-rrr 16x16x16")
 
 
 @dataclass(frozen=True)
 class Sizes:
     gemm: int = 256  # M = N = K: in L2, where the kind of path matters most
     matrix: int = 1024  # rows and columns of the memory-bound instructions' matrices
+    batch_bytes: int = 256 * 1024  # a batch's operands together: in L2
 
     @staticmethod
     def quick() -> Sizes:
-        return Sizes(gemm=48, matrix=96)
+        return Sizes(gemm=48, matrix=96, batch_bytes=16 * 1024)
 
 
 def kernel_text(name: str, dtype: str) -> str:
@@ -175,21 +181,82 @@ def _row(name: str, dtype: str, sizes: Sizes, settings: Settings, rng: np.random
     )
 
 
+def batched_text(members: tuple[int, int, int], dtype: str) -> str:
+    """C_b := A_b B_b for the group's member b of batches whose members are row-major."""
+    m, n, k = members
+    shapes = ((m, k), (k, n), (m, n))
+    batched = [f"memref<{dtype}x{r}x{c}x?,strided<?,1,?>>" for r, c in shapes]
+    member = [f"memref<{dtype}x{r}x{c},strided<?,1>>" for r, c in shapes]
+    views = "\n".join(
+        f"  %{x} = subview %{x.upper()}[:, :, %g] : {t}" for x, t in zip("abc", batched)
+    )
+    return (
+        f"func @k(%A: {batched[0]}, %B: {batched[1]}, %C: {batched[2]}) {{\n  %g = group_id\n"
+        f"{views}\n  gemm.n.n 1.0, %a, %b, 0.0, %c : {dtype}, {member[0]}, {member[1]}, "
+        f"{dtype}, {member[2]}\n}}\n"
+    )
+
+
+def _batch_row(name: str, dtype: str, sizes: Sizes, settings: Settings,
+               rng: np.random.Generator) -> Row:  # fmt: skip
+    m, n, k = members = BATCHES[name]
+    kernel = kernels.compiled(batched_text(members, dtype))
+    np_dtype = harness.DTYPES[dtype]
+    size = np.dtype(np_dtype).itemsize
+    batch = max(1, sizes.batch_bytes // ((m * k + k * n + m * n) * size))
+    a, b = (rng.uniform(-1, 1, (batch, *s)).astype(np_dtype) for s in ((m, k), (k, n)))
+    ours, theirs = np.zeros((batch, m, n), np_dtype), np.zeros((batch, m, n), np_dtype)
+    expected = np.matmul(a.astype(np.float64), b)
+    views = [x.transpose(1, 2, 0) for x in (a, b, ours)]  # (m, n, batch): row-major members
+
+    def check(what: str) -> None:
+        got = theirs if what.startswith("numpy") else ours
+        harness.check_gemm(what, got, expected, np.abs(expected) + 1.0, k, np_dtype)
+        got[...] = 0
+
+    def ours_once() -> None:
+        kernel(*views, group_size=batch, num_threads=1)
+
+    contenders = [
+        Contender("nanotc", harness.repeat(ours_once)),
+        Contender("numpy", harness.repeat(lambda: np.matmul(a, b, out=theirs))),
+    ]
+    timings = harness.compare(f"{name} x{batch} {dtype}", contenders, check, settings)
+    return Row(
+        workload="layouts",
+        shape=f"{name} x{batch}",
+        dtype=dtype,
+        threads=1,
+        flops=2.0 * m * n * k * batch,
+        nanotc=timings.pop("nanotc"),
+        peers=timings,
+        peak=harness.peak_gflops(dtype, 1),
+        params="one launch over the batch per call, from Python",
+    )
+
+
 def run(settings: Settings, names: Sequence[str] | None = None, sizes: Sizes | None = None
         ) -> list[Row]:  # fmt: skip
-    names = tuple(names or (QUICK_CASES if settings.quick else CASES))
-    unknown = set(names) - set(CASES)
+    names = tuple(names or (QUICK_CASES if settings.quick else (*CASES, *BATCHES)))
+    known = (*CASES, *BATCHES)
+    unknown = set(names) - set(known)
     if unknown:
-        raise ValueError(f"unknown cases: {', '.join(sorted(unknown))} (of {', '.join(CASES)})")
+        raise ValueError(f"unknown cases: {', '.join(sorted(unknown))} (of {', '.join(known)})")
     sizes = sizes or (Sizes.quick() if settings.quick else Sizes())
     rng = np.random.default_rng(settings.seed)
-    return [_row(n, dtype, sizes, settings, rng) for dtype in settings.dtypes for n in names]
+    rows = []
+    for dtype in settings.dtypes:
+        for name in names:
+            row = _batch_row if name in BATCHES else _row
+            rows.append(row(name, dtype, sizes, settings, rng))
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_common_options(parser)
-    parser.add_argument("--cases", type=harness.parse_list(str), help=f"of {','.join(CASES)}")
+    names = ",".join((*CASES, *BATCHES))
+    parser.add_argument("--cases", type=harness.parse_list(str), help=f"of {names}")
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1,), dtypes=("f32", "f64"))
     harness.preamble(settings)

@@ -8,6 +8,7 @@ inside the benchmark before it is timed, so a wrong kernel fails these tests.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -416,18 +417,24 @@ def test_layouts_validates_every_case() -> None:
     """Every case of row-major and transposed operands validated against float64 and timed
     beside numpy on the same arrays."""
     settings = replace(QUICK, threads=(1,), dtypes=("f32", "f64"))
-    rows = layouts.run(settings, layouts.CASES)
-    assert [(r.shape.split()[0], r.dtype) for r in rows] == [
-        (name, dtype) for dtype in ("f32", "f64") for name in layouts.CASES
+    names = [*layouts.CASES, *layouts.BATCHES]
+    rows = layouts.run(settings, names)
+    assert [(r.shape.rsplit(" ", 1)[0], r.dtype) for r in rows] == [
+        (name, dtype) for dtype in ("f32", "f64") for name in names
     ]
-    for row in rows:
+    for row, name in zip(rows, names * 2):
         assert row.gflops(row.nanotc) >= 0 and "numpy" in row.peers
-        assert (row.bytes is None) == layouts.CASES[row.shape.split()[0]].gemm
+        single = layouts.CASES.get(name)
+        assert (row.bytes is None) == (single is None or single.gemm)
 
 
-def test_layouts_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    right = layouts.kernel_text
-    monkeypatch.setattr(layouts, "kernel_text", lambda *a: right(*a).replace(" 1.0, %", " 1.25, %"))
+@pytest.mark.parametrize(
+    ("text", "case"), [("kernel_text", "sum.n-r"), ("batched_text", "batched-rrr 16x16x16")]
+)
+def test_layouts_refuses_a_wrong_kernel(text: str, case: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    right = getattr(layouts, text)
+    monkeypatch.setattr(layouts, text, lambda *a: right(*a).replace(" 1.0, %", " 1.25, %"))
     settings = replace(QUICK, threads=(1,), dtypes=("f32",))
-    with pytest.raises(harness.ValidationError, match=r"nanotc sum\.n-r"):
-        layouts.run(settings, ["sum.n-r"])
+    with pytest.raises(harness.ValidationError, match=f"nanotc {re.escape(case)}"):
+        layouts.run(settings, [case])
