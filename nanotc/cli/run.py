@@ -132,14 +132,18 @@ def random_array(t: MemRefType, shape: tuple[int, ...], rng: np.random.Generator
 
 
 def layout_strides(t: MemRefType, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides for `shape`: a mode's static stride where the type has one, else the
-    first stride past the modes before it (packed column-major when no stride is static)."""
-    strides: list[int] = []
-    for mode in range(len(shape)):
-        static = t.stride[mode] if mode < t.order else DYNAMIC
-        spanned = 1 + sum((max(n, 1) - 1) * s for n, s in zip(shape, strides))
-        strides.append(spanned if static is DYNAMIC else static)
-    return tuple(strides)
+    """Element strides for `shape`: a mode's static stride where the type has one; the
+    others, in order, each the first stride past the modes placed before it, the static ones
+    first (packed column-major when no stride is static; row-major for `strided<?,1>`, whose
+    rows the static stride 1 places, where counting only the modes before it made strides
+    (1, 1), every row on top of the next)."""
+    static = [t.stride[mode] if mode < t.order else DYNAMIC for mode in range(len(shape))]
+    strides = list(static)
+    for mode, stride in enumerate(static):
+        if stride is DYNAMIC:
+            placed = [(n, s) for n, s in zip(shape, strides) if s is not DYNAMIC]
+            strides[mode] = 1 + sum((max(n, 1) - 1) * s for n, s in placed)
+    return tuple(strides)  # type: ignore[arg-type]
 
 
 def _random_values(element: ScalarType, count: int, rng: np.random.Generator) -> np.ndarray:

@@ -30,3 +30,20 @@ def test_dynamic_strides_are_packed_column_major() -> None:
     assert isinstance(t, MemRefType)
     assert layout_strides(t, (3, 0, 5)) == (1, 3, 3)
     assert layout_strides(t, (3, 4, 5)) == (1, 3, 12)
+
+
+def test_dynamic_strides_go_past_the_static_ones() -> None:
+    """A row-major type (`strided<?,1>`): its static stride 1 places the rows, so the run-time
+    stride goes past a row (counting only the modes before it gave (1, 1), rows on top of
+    each other, which binding refused: `nanotc run` could not run a row-major kernel)."""
+    kernel = (
+        """func @k(%X: memref<f32x?x?,strided<?,1>>, %Y: memref<f32x8x4x?,strided<?,1,?>>) {}"""
+    )
+    x, y = (p.type for p in load(kernel).functions[0].arguments)
+    assert isinstance(x, MemRefType) and isinstance(y, MemRefType)
+    assert layout_strides(x, (3, 4)) == (4, 1)
+    assert layout_strides(y, (8, 4, 5)) == (4, 1, 32)
+    func = load(kernel).functions[0]
+    arrays = make_arguments(func, 1, {"X.0": 3, "X.1": 4, "Y.2": 5}, np.random.default_rng(0))
+    bind_memref("X", x, arrays[0])
+    bind_memref("Y", y, arrays[1])
