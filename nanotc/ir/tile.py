@@ -359,7 +359,7 @@ class TileTransposed(Instruction):
     def result_types(self) -> Sequence[Type]:
         t = self.source.type
         assert isinstance(t, MemRefType) and t.order == 2
-        return (MemRefType(t.element, t.shape[::-1], t.stride[::-1]),)
+        return (t.transposed(),)
 
 
 class TileMin(Instruction):

@@ -114,6 +114,10 @@ class MemRefType:
     def order(self) -> int:
         return len(self.shape)
 
+    def transposed(self) -> MemRefType:
+        """The type of a matrix's transpose as a view of its memory: modes reversed."""
+        return MemRefType(self.element, self.shape[::-1], self.stride[::-1])
+
     @property
     def is_packed(self) -> bool:
         return self.stride == packed_strides(self.shape)

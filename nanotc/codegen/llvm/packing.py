@@ -336,9 +336,9 @@ class _PackedBlock:
         rows += [vec.zeros(rows[0].type)] * (lanes - width)
         return vec.transpose(self.b, rows)
 
-    def _source_vector(self, first_row: ir.Value, i: Dim, k: ir.Value, lanes: int) -> ir.Value:
+    def _source_vector(self, first_row: ir.Value, i: int, k: ir.Value, lanes: int) -> ir.Value:
         b = self.b
-        row = self.source_column(as_value(b, add(b, first_row, i)), k)
+        row = self.source_column(b.add(first_row, const(i)), k)
         t = vec.vector_type(register_type(self.src_t), lanes)
         return b.load(row, typ=t, align=self.src_t.size)
 

@@ -68,8 +68,7 @@ class MemrefValue:
 
 def transposed(m: MemrefValue) -> MemrefValue:
     """A matrix's transpose, as a view: its rows are the columns of this one."""
-    t = MemRefType(m.type.element, m.type.shape[::-1], m.type.stride[::-1])
-    return MemrefValue(t, m.ptr, m.shape[::-1], m.stride[::-1])
+    return MemrefValue(m.type.transposed(), m.ptr, m.shape[::-1], m.stride[::-1])
 
 
 @dataclass(frozen=True)
