@@ -4,6 +4,8 @@ run-time test keeps the original order)."""
 
 from __future__ import annotations
 
+import ctypes
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -89,7 +91,9 @@ def test_loops_with_steps(bounds: str, rng) -> None:
 @pytest.mark.skipif(not AMX_HOST, reason="this host has no AMX")
 def test_overlapping_arrays_keep_the_loop_order(rng) -> None:
     """A_i = X_i and C_i = X_(i+1) of one bf16 array X: gemm i reads what gemm i-1 wrote, so
-    packing A_(i+1) ahead of gemm i would read X_(i+1) before it is updated."""
+    packing A_(i+1) ahead of gemm i would read X_(i+1) before it is updated. Launched as a C
+    caller does, through the flattened entry: a launch from Python refuses such arrays
+    (docs/calling-convention.md), one from C is not checked."""
     m = n = k = 8
     batch = 6
     x = np.asfortranarray(rng.uniform(-1, 1, (m, k, batch + 1))).astype(BF16)
@@ -98,6 +102,15 @@ def test_overlapping_arrays_keep_the_loop_order(rng) -> None:
     for i in range(batch):  # in order, each C_i rounded to bf16 once
         update = want[:, :, i + 1] + want[:, :, i] @ b[:, :, i].astype(np.float64)
         want[:, :, i + 1] = update.astype(np.float32).astype(BF16).astype(np.float64)
-    nanotc.compile(loop(m, n, k, out="bf16"))["k"](x[:, :, :batch], b, x[:, :, 1:], group_size=1)
+    launch_from_c(nanotc.compile(loop(m, n, k, out="bf16")), x[:, :, :batch], b, x[:, :, 1:])
     got = x.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=0, atol=2**-6 * np.abs(want).max())
+
+
+def launch_from_c(compilation: nanotc.Compilation, *batches: np.ndarray) -> None:
+    """One work-group of `@k(A, B, C)` through its flattened entry: each batch's address and
+    its run-time batch size (docs/calling-convention.md, "Flattening")."""
+    parameters = [ctypes.c_void_p, ctypes.c_int64] * len(batches) + [ctypes.c_int64] * 3
+    entry = ctypes.CFUNCTYPE(ctypes.c_int32, *parameters)(compilation.native.address("k"))
+    flat = [value for x in batches for value in (x.ctypes.data, x.shape[2])]
+    assert entry(*flat, 0, 1, 1) == 0

@@ -343,7 +343,7 @@ def test_tune_stores_a_winner_that_later_compiles_use(tmp_path, monkeypatch, rng
         args,
         8,
         num_threads=1,
-        budget=1.0,
+        budget=10.0,  # two tiles end the search; a loaded machine must not end it first
         tiles=2,
         repeats=1,
         progress=messages.append,
