@@ -87,12 +87,10 @@ L1_SHARE_OF_PANELS = 7 / 8  # the rest holds the lines of C and the stack
 # fewer passes (Zen 4, f64 1024^3 and 2048^3: 512 deep 1.03-1.05x over 296, one and two
 # threads)
 DEEP_L1_SHARE = 3 / 4
-# L2s the A block fills: half of one, or two (from L3) where each A block passes over B's
-# panels beyond L2 (B read in place, B and C past L2). Zen 4: f64 2048^3 512 rows against
-# 128 1.03-1.04x, two threads 1.03x; f32 2048^3 1024 rows against 256 1.02-1.03x, 1024^3
-# 1.0x; with B in L2 (W3's 3136x128x256, 12544x64x147) 0.96-0.98x, so those keep half
+# L2s the A block fills: half of one, or the target's `a_block_l2s_over_memory` where each A
+# block passes over B's panels beyond L2 (B read in place, B and C past L2); with B in L2
+# (W3's 3136x128x256, 12544x64x147) larger A blocks ran 0.96-0.98x on Zen 4, so those keep half
 A_BLOCK_L2S = 0.5
-A_BLOCK_L2S_OVER_MEMORY = 2
 ONE = Constant(1, ScalarType.F32)  # the blocks' beta
 
 
@@ -144,7 +142,7 @@ def blocking(
         kc = _round_up(-(-k // blocks), 8)
     # B's panels then come from beyond L2 for every A block
     over_memory = passes_over_memory and _exceeds_l2(target, k, n, size) and not pairs
-    a_block = A_BLOCK_L2S_OVER_MEMORY if over_memory else A_BLOCK_L2S
+    a_block = target.a_block_l2s_over_memory if over_memory else A_BLOCK_L2S
     mc = max(tile.mr, int(target.l2_bytes * a_block) // (kc * size) // tile.mr * tile.mr)
     b_block = B_BLOCK_BYTES_IN_PLACE if b_in_place else B_BLOCK_BYTES
     nc = max(tile.nr, b_block // (kc * size) // tile.nr * tile.nr)

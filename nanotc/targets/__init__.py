@@ -63,6 +63,13 @@ class Target:
     # the direct path and its K blocks reread an A that fits half of L2 where it lies, for
     # every column of tiles, rather than pack it (measured per CPU: `gemm_blocked.needs_blocking`)
     rereads_a_from_l2: bool = True
+    # L2s the blocked path's A block fills where each A block passes over B's panels beyond L2
+    # (B read in place, B and C past L2: `gemm_blocked.blocking`), where measured (else half
+    # of one, as where B is in L2). Zen 4 ran two L2s (from L3) 1.02-1.04x faster (f64 2048^3
+    # 512 rows against 128; f32 2048^3 1024 against 256); the Xeon with AMX that LLVM names
+    # `rocketlake` (its hypervisor reports model 167) ran them 0.63x (f64 1024^3 and 2048^3,
+    # 1008 rows against 240) and 0.89x (f32 1024^3, 2048 rows against 512: W1, one thread)
+    a_block_l2s_over_memory: float = 0.5
     # k steps in one iteration of a K loop whose addressing is all static (measured per CPU:
     # `lowering.nanokernel.k_unroll`)
     k_unroll: int = 1
@@ -225,6 +232,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "broadcast_loads_per_cycle": 2.0,
         "small_gemm_step_fmas": 12,
         "member_tile_columns": 8,
+        "a_block_l2s_over_memory": 2.0,
     },
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,

@@ -31,7 +31,7 @@ from nanotc.lowering.gemm_blocked import (
     in_place_columns,
 )
 from nanotc.lowering.register_tile import RegisterTile, choose, choose_narrow, ranked
-from nanotc.targets import Target, get
+from nanotc.targets import MEASURED_RATES, Target, get
 from nanotc.tuning.tuner import Site, blocking_candidates, gemm_sites
 
 from .blas_cases import Case, run_case
@@ -398,7 +398,8 @@ def test_f64_k_blocks_fill_three_quarters_of_l1_where_c_exceeds_l2() -> None:
     K blocks of 512 (the B panel three quarters of L1), the A block two L2s (512 rows; half
     of L2 with B packed, or with B or C in L2), and B blocks of twice a packed B's bytes:
     2048 columns in one block, 4096 in two equal ones."""
-    zen4 = replace(get("avx512"), l1_bytes=32 * 1024, l1_ways=8, l2_bytes=1024 * 1024)
+    zen4 = replace(get("avx512"), l1_bytes=32 * 1024, l1_ways=8, l2_bytes=1024 * 1024,
+                   a_block_l2s_over_memory=MEASURED_RATES["znver4", 512]["a_block_l2s_over_memory"])  # fmt: skip
     tile = RegisterTile(4, 6, 8)
     blocks = blocking(zen4, ScalarType.F64, tile, 2048, 2048, m=2048, b_in_place=True)
     assert (blocks.mc, blocks.kc, blocks.nc) == (512, 512, 2052)
@@ -409,6 +410,19 @@ def test_f64_k_blocks_fill_three_quarters_of_l1_where_c_exceeds_l2() -> None:
     for k, n, m in [(2048, 64, 256), (256, 128, 4096)]:  # C in L2; B in L2
         in_l2 = blocking(zen4, ScalarType.F64, tile, k, n, m=m, b_in_place=True)
         assert in_l2.mc * in_l2.kc * 8 <= zen4.l2_bytes // 2, (k, n, m)
+
+
+def test_a_blocks_stay_in_half_of_l2_unless_measured_otherwise() -> None:
+    """Where each A block passes over B's panels beyond L2, it fills two L2s only on a CPU
+    measured to run faster so (Zen 4); elsewhere it keeps to half of L2, as on the AMX Xeon,
+    where f64 1024^3 ran 1.6x faster in 240 rows than in 1008."""
+    tile = RegisterTile(3, 8, 8)
+    for target in (get("avx512"), get("amx")):
+        blocks = blocking(target, ScalarType.F64, tile, 1024, 1024, m=1024, b_in_place=True)
+        assert blocks.mc * blocks.kc * 8 <= target.l2_bytes // 2 < (blocks.mc + 24) * blocks.kc * 8
+    wider = replace(get("avx512"), a_block_l2s_over_memory=2.0)
+    blocks = blocking(wider, ScalarType.F64, tile, 1024, 1024, m=1024, b_in_place=True)
+    assert blocks.mc * blocks.kc * 8 > wider.l2_bytes
 
 
 BETA_ZERO_SHAPES = [("611x467", "467x601", "611x601"), ("?x?",) * 3]
