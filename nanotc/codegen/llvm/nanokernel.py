@@ -205,7 +205,7 @@ class NanokernelEmitter:
         ]
         self.row = e.dim(inst.row)
         self.col = add(e.b, e.dim(inst.col), first_column)
-        self._c_origins: dict[tuple[int, int], ir.Value] = {}
+        self._c_origins: dict[tuple[int, int, int], ir.Value] = {}
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
         # without masks: only C's rows end at `rows`
@@ -275,21 +275,38 @@ class NanokernelEmitter:
 
     def _c_pointer(self, c: MemrefValue, j: int, v: int) -> ir.Value:
         """The tile's origin plus an offset that is a constant for static strides: every
-        column then addresses from one register instead of keeping its own index live."""
+        column then addresses from one register instead of keeping its own index live. Columns
+        a run-time stride apart, in tiles wider than OWN_COLUMN_REGISTERS, address from their
+        group's origin plus zero to three strides, as op(B)'s columns do (`_ColumnWalk`)."""
         b, element = self.b, c.type.element
-        offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, j, c.stride[1]))
-        return element_ptr(b, self._c_origin(c), element, offset)
+        group, column = (j // GROUP_COLUMNS, j % GROUP_COLUMNS) if self._groups_c(c) else (0, j)
+        offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, column, c.stride[1]))
+        return element_ptr(b, self._c_origin(c, group), element, offset)
 
-    def _c_origin(self, c: MemrefValue) -> ir.Value:
-        """The tile's first element of C, computed once per basic block (where the block's
-        stores and prefetches of C use it): the tiles' LLVM IR was a third address arithmetic
-        repeated per column, which LLVM spent compile time folding back."""
-        key = (id(self.b.block), id(c))
+    def _groups_c(self, c: MemrefValue) -> bool:
+        """Whether C's columns address from their group's origin: a tile of a run-time column
+        stride that is too wide for a register per column. From one origin, LLVM kept every
+        column's multiple of the stride live through the work-group loop, and spilled them
+        (a row-major f32 16^3 batch member: 114 stack references, reloaded for every store
+        and prefetch of C)."""
+        return not isinstance(c.stride[1], int) and self.p.columns > OWN_COLUMN_REGISTERS
+
+    def _c_origin(self, c: MemrefValue, group: int = 0) -> ir.Value:
+        """The first element of the tile's C (of its column group `group`), computed once per
+        basic block (where the block's stores and prefetches of C use it): the tiles' LLVM IR
+        was a third address arithmetic repeated per column, which LLVM spent compile time
+        folding back. A group's origin is opaque to LLVM, which would fold it back into the
+        tile's origin plus a multiple of the stride per column."""
+        key = (id(self.b.block), id(c), group)
         origin = self._c_origins.get(key)
         if origin is None:
             b = self.b
             offset = add(b, mul(b, self.row, c.stride[0]), mul(b, self.col, c.stride[1]))
-            origin = self._c_origins[key] = element_ptr(b, c.ptr, c.type.element, offset)
+            origin = element_ptr(b, c.ptr, c.type.element, offset)
+            if group:
+                columns = mul(b, group * GROUP_COLUMNS, c.stride[1])
+                origin = opaque_value(b, element_ptr(b, origin, c.type.element, columns), "r")
+            self._c_origins[key] = origin
         return origin
 
     # -- the K loop ----------------------------------------------------------------------------
@@ -333,13 +350,28 @@ class NanokernelEmitter:
 
     def resident_a(self, a: MemrefValue) -> list[list[ir.Value]]:
         """A's vectors of every k (`GemmNanokernel.column_group`), loaded once for the
-        tile's column groups."""
+        tile's column groups. Where K's stride is a run-time one and K longer than
+        OWN_COLUMN_REGISTERS, the k steps address from their group's base plus zero to three
+        strides, as op(B)'s columns do (`_ColumnWalk`), the groups' bases opaque to LLVM,
+        which would otherwise keep every step's multiple of the stride live, and spill them."""
+        b, vectors = self.b, range(self.p.vectors)
         base, _, k_stride, depth = self._a_rows(a)
         assert isinstance(depth, int)  # K unrolled
+        step = GROUP_COLUMNS if self._groups_a(k_stride, depth) else max(depth, 1)
+        later = (
+            element_ptr(b, base, a.type.element, mul(b, k, k_stride))
+            for k in range(step, depth, step)
+        )
+        bases = [base, *(opaque_value(b, x, "r") for x in later)]
         return [
-            [self._load_a(a, base, None, k_stride, k, v) for v in range(self.p.vectors)]
+            [self._load_a(a, bases[k // step], None, k_stride, k % step, v) for v in vectors]
             for k in range(depth)
         ]
+
+    @staticmethod
+    def _groups_a(k_stride: Dim, depth: int) -> bool:
+        """Whether a resident A's k steps address from their group's base (`resident_a`)."""
+        return not isinstance(k_stride, int) and depth > OWN_COLUMN_REGISTERS
 
     def accumulate(self, acc: Accumulators, a: MemrefValue, bm: MemrefValue,
                    resident: list[list[ir.Value]] | None = None) -> Accumulators:  # fmt: skip
