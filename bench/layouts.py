@@ -260,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1,), dtypes=("f32", "f64"))
     harness.preamble(settings)
+    unknown = sorted(set(args.cases or ()) - {*CASES, *BATCHES})
+    if unknown:
+        parser.error(f"--cases: unknown {', '.join(unknown)} (known: {names})")
     rows = run(settings, args.cases)
     csv = None if args.no_csv else "layouts"
     harness.report(

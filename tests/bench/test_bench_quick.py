@@ -432,6 +432,13 @@ def test_layouts_validates_every_case() -> None:
         assert (row.bytes is None) == (single is None or single.gemm)
 
 
+def test_layouts_refuses_an_unknown_case_as_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        layouts.main(["--quick", "--no-csv", "--cases", "gemm-rrr,batched-rrr"])
+    assert exit_info.value.code == 2
+    assert "--cases: unknown batched-rrr (known: gemm-rrr," in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("text", "case"), [("kernel_text", "sum.n-r"), ("batched_text", "batched-rrr 16x16x16")]
 )
