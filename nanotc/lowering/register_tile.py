@@ -348,20 +348,22 @@ def ranked(
     half the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
     MIN_COLUMNS_FOR_HEIGHT where a tall tile that wide fits the registers: its A vectors feed
     too few FMAs (f32 56x9x9 on Zen 4: 64 x 3 ran 0.95x of 64 x 6 from memory). Where none
-    fits, one column fewer (f64 56x9x9: 56 x 3 ran 1.03-1.15x faster than 40 x 5 on Zen 4,
-    from L2 and from memory, though 0.9x on an earlier machine with two FMA units; f64 64^3's
-    64 x 2 ran 0.98x of 16 x 14). Equal column tiles leave no narrow remainder kernel, which
-    on a small gemm's short K loop runs its few accumulators at the FMA latency bound: W2's
-    cache-resident 32^3 (f32 32 x 8 against 32 x 14 + 32 x 4) and f64 16^3 (16 x 8 against
-    16 x 12 + 16 x 4) ran 1.05-1.1x faster. Not for a tile whose accumulators only just
-    cover that bound (FMA_PORTS * FMA_LATENCY chains), which the estimate counts as busy but
-    which leaves no slack: on AVX2, 16^3's 2 x 4 tiles ran slower than 2 x 6 + 2 x 4 (Zen 3,
-    paired in one process: f32 1.12x faster in L2, 1.02x from memory; f64 1.03x and 1.06x)."""
+    fits, one column fewer on a target of one FMA a cycle (f64 56x9x9: 56 x 3 ran 1.03-1.15x
+    faster than 40 x 5 on Zen 4, from L2 and from memory; f64 64^3's 64 x 2 ran 0.98x of
+    16 x 14), but not on two: there 56 x 3 ran 0.9x on the Intel machine of 2026-11-22 and
+    0.92x of 40 x 5 or 32 x 6 in L2 on the AMX Xeon, 1.00x from memory. Equal column tiles leave
+    no narrow remainder kernel, which on a small gemm's short K loop runs its few accumulators
+    at the FMA latency bound: W2's cache-resident 32^3 (f32 32 x 8 against 32 x 14 + 32 x 4) and
+    f64 16^3 (16 x 8 against 16 x 12 + 16 x 4) ran 1.05-1.1x faster. Not for a tile whose
+    accumulators only just cover that bound (FMA_PORTS * FMA_LATENCY chains), which the estimate
+    counts as busy but which leaves no slack: on AVX2, 16^3's 2 x 4 tiles ran slower than 2 x 6
+    + 2 x 4 (Zen 3, paired in one process: f32 1.12x faster in L2, 1.02x from memory; f64 1.03x
+    and 1.06x)."""
     from_l2 = a_vector_cycles(target, element, m, k)
     options = candidates(target, element, m, reserved, whole_rows)
     small = small_gemm(target, element, m, n, k)
     resident = l2_resident(target, element, m, n, k)
-    tall_columns = _tall_tile_columns(options, m)
+    tall_columns = _tall_tile_columns(options, m, target)
 
     def key(t: RegisterTile) -> tuple[float, bool, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= tall_columns
@@ -429,12 +431,13 @@ def _column_tiles(tile: RegisterTile, n: int | None) -> list[RegisterTile]:
     return [tile] + ([RegisterTile(tile.mv, rest, tile.lanes)] if rest else [])
 
 
-def _tall_tile_columns(options: list[RegisterTile], m: int | None) -> int:
+def _tall_tile_columns(options: list[RegisterTile], m: int | None, target: Target) -> int:
     """The fewest columns of a tile that counts as tall: MIN_COLUMNS_FOR_HEIGHT where a tile
-    as tall as C that wide is among the options, else one fewer."""
+    as tall as C that wide is among the options or the target starts two FMAs a cycle, else
+    one fewer (`ranked`)."""
     widest = max((t.nr for t in options if m is not None and t.mr >= m), default=0)
     fewest = MIN_COLUMNS_FOR_HEIGHT
-    return fewest if widest >= fewest else fewest - 1
+    return fewest if widest >= fewest or target.fma_per_cycle >= 2 else fewest - 1
 
 
 def small_gemm(

@@ -760,15 +760,18 @@ def test_tile_model_counts_rereading_a_from_l2() -> None:
 def test_tile_model_prefers_tiles_as_tall_as_c_among_equals() -> None:
     """Equal estimates: a tile covering all of M reads A's columns whole and in order (the
     memory-bound batches stream faster), unless it is narrower than 4 columns where a tall
-    tile of 4 fits the registers, or narrower than 3 where none does."""
+    tile of 4 fits the registers or the target starts two FMAs a cycle, or narrower than 3
+    where neither holds (Zen 4)."""
     avx512 = get("avx512")
     tall = choose(avx512, ScalarType.F32, 64, 64, 64)
     assert tall.mr >= 64 and tall.nr >= 4
     assert choose(avx512, ScalarType.F64, 32, 32, 32).mr >= 32
     wide_kept = choose(avx512, ScalarType.F32, 56, 9, 9)  # 64 x 3 would be as tall
     assert wide_kept.mr >= 56 and wide_kept.nr >= 4
-    three = choose(avx512, ScalarType.F64, 56, 9, 9)  # no tall tile of 4 f64 columns fits
+    three = choose(ZEN4, ScalarType.F64, 56, 9, 9)  # no tall tile of 4 f64 columns fits
     assert (three.mr, three.nr) == (56, 3)
+    two_fmas = choose(avx512, ScalarType.F64, 56, 9, 9)  # 40 x 5: 56 x 3 ran 0.92x there
+    assert two_fmas.mr < 56 and two_fmas.nr >= 5
     two_avoided = choose(avx512, ScalarType.F64, 64, 64, 64)  # 64 x 2 would be as tall
     assert two_avoided.nr >= 3
 
