@@ -6,8 +6,9 @@ contiguous chunks and runs them in one native call that releases the GIL: one ch
 calling thread, the others on the workers of the native pool (`nanotc.runtime.pool`). Without
 `num_threads`, a chunk per available core, but fewer where chunks would take too little work
 to pay for a thread (`chunk_groups`). A call whose arrays all have layouts bound before skips
-binding (`KnownLayouts`); `prepare` binds once for any number of launches on the same
-arguments.
+binding (`KnownLayouts`), and runs from native code altogether when it matches the last of
+them exactly and takes one chunk (`fast_launch`); `prepare` binds once for any number of
+launches on the same arguments.
 """
 
 from __future__ import annotations
@@ -28,12 +29,21 @@ import numpy as np
 from nanotc.codegen import abi
 from nanotc.ir.core import Function
 from nanotc.ir.types import ScalarType
+from nanotc.runtime import fast_launch
 from nanotc.runtime.arguments import (
     ArgumentBinder,
     ArgumentError,
     BoundArgument,
     GroupView,
     data_address,
+)
+from nanotc.runtime.fast_launch import (
+    DisjointSlots,
+    FastLaunch,
+    Memref,
+    Record,
+    Scalar,
+    integer_range,
 )
 from nanotc.runtime.pool import run_chunks
 from nanotc.runtime.writes import byte_range
@@ -62,12 +72,19 @@ class Kernel:
         native = abi.flatten(func)
         self._bind = ArgumentBinder(func)
         self._pack = SlotPacker(native)
-        self._known = KnownLayouts(func, native, self._bind)
+        self._chunk_groups = chunk_groups(func)
+        self._known = KnownLayouts(func, native, self._bind, packed_address, self._chunk_groups)
+        self._fast = self._known.fast
         self._buffers = SlotBuffers(len(native))
         self._owner = owner  # keeps the machine code alive
-        self._chunk_groups = chunk_groups(func)
 
     def __call__(self, *args: Any, group_size: int, num_threads: int | None = None) -> None:
+        fast = self._fast
+        if fast is not None:
+            code = fast.call(fast.holder_at, args, group_size, num_threads)
+            if code >= 0:  # run natively (`fast_launch`)
+                _check_code(self, code)
+                return
         plain = type(group_size) is int and (num_threads is None or type(num_threads) is int)
         if plain and 0 <= group_size <= _MAX_GROUPS and (num_threads is None or num_threads >= 1):
             values = self._known.slot_values(args, group_size)
@@ -175,6 +192,11 @@ def _run(kernel: Kernel, slots_at: int, work: Split) -> None:
     else:
         chunks = len(work.chunks)
         code = run_chunks(kernel._entry_address, slots_at, work.bounds_at, chunks, work.size)
+    _check_code(kernel, code)
+
+
+def _check_code(kernel: Kernel, code: int) -> None:
+    """Raises what a launch's native return code reports."""
     if code:
         raise MemoryError(f"@{kernel.name}: could not allocate scratch memory for its allocas")
 
@@ -218,8 +240,9 @@ class KnownLayouts:
     so a later launch whose arrays have those layouts skips binding: one lookup, then it
     reads their addresses and scalars into a copy of the slots (a launch of a batched 8^3
     gemm on three arrays takes 4.9 us here, 5.4 with a lookup per array, 19-27 with
-    binding). Anything else (a new combination, a group, a foreign array, an error to
-    report) takes the binding path, which is the only one that checks, and learns from it.
+    binding; 1.1 natively, `fast_launch`, which these combinations feed). Anything else (a
+    new combination, a group, a foreign array, an error to report) takes the binding path,
+    which is the only one that checks, and learns from it.
 
     Binding's checks depend on nothing but the layouts (so sizes the kernel pairs,
     `nanotc.runtime.extents`, hold for a combination it accepted), the group_size and what
@@ -230,7 +253,8 @@ class KnownLayouts:
 
     _KEPT = 64  # combinations of layouts remembered before the memory is reset
 
-    def __init__(self, func: Function, native: Sequence[abi.NativeArg], bind: ArgumentBinder):
+    def __init__(self, func: Function, native: Sequence[abi.NativeArg], bind: ArgumentBinder,
+                 entry: int, fewest_groups: int):  # fmt: skip
         params = [[a for a in native if a.param == i] for i in range(len(func.arguments))]
         first_slot: dict[int, int] = {}  # a parameter's first slot: a memref's data address
         for k, arg in enumerate(native):
@@ -252,6 +276,16 @@ class KnownLayouts:
         self._disjoint = tuple((p.output, p.operand) for p in bind.disjoint)
         self._group_indexed = tuple((g.param, g.mode) for g in bind.group_indexed)
         self._known: dict[tuple[Any, ...], KnownLayout] = {}
+        self.fast = self._fast_launch(func, entry, fewest_groups)
+
+    def _fast_launch(self, func: Function, entry: int, fewest_groups: int) -> FastLaunch | None:
+        """The kernel's native launch, where this interpreter and the parameters allow one."""
+        scalars = [Scalar(p, slot, func.arguments[p].type) for p, slot, _ in self._scalar_slots]
+        if not (self._enabled and FastLaunch.supports(scalars) and fast_launch.available()):
+            return None
+        written = set(self._written)
+        memrefs = [Memref(p, slot, p in written) for p, slot in self._data_slots]
+        return FastLaunch(func, entry, fewest_groups, default_threads(), memrefs, scalars)
 
     def slot_values(self, args: Sequence[Any], group_size: int) -> list[int] | None:
         """The launch's slot values, or None if binding has to look at an argument."""
@@ -279,6 +313,8 @@ class KnownLayouts:
             at_x, at_y = values[x_slot], values[y_slot]
             if at_x + x_low < at_y + y_high and at_y + y_low < at_x + x_high:
                 return None  # their ranges meet: binding tests whether they share memory
+        if self.fast is not None:
+            self.fast.use(known.native)  # the next launch like this one runs natively
         return values
 
     def learn(self, args: Sequence[Any], bound: Sequence[BoundArgument]) -> None:
@@ -286,6 +322,8 @@ class KnownLayouts:
         if not self._enabled or any(type(args[i]) is not np.ndarray for i in self._memrefs):
             return
         if len(self._known) >= self._KEPT:
+            if self.fast is not None:
+                self.fast.use(None)  # its record is about to be freed
             self._known.clear()
         slots = [0] * self._slots
         spans: dict[int, tuple[int, int] | None] = {}
@@ -302,7 +340,10 @@ class KnownLayouts:
         )
         max_groups = min((args[p].shape[m] for p, m in self._group_indexed), default=_MAX_GROUPS)
         key = tuple(map(_layout, self._pick(args)))
-        self._known[key] = KnownLayout(slots, disjoint, max_groups)
+        native = None if self.fast is None else self.fast.record(args, slots, disjoint, max_groups)
+        self._known[key] = KnownLayout(slots, disjoint, max_groups, native)
+        if self.fast is not None:
+            self.fast.use(native)
 
 
 _layout = attrgetter("dtype", "shape", "strides")
@@ -322,8 +363,9 @@ class KnownLayout(NamedTuple):
     not share memory, and the most work-groups its group-indexed modes allow."""
 
     slots: list[int]
-    disjoint: tuple[tuple[int, int, tuple[int, int], tuple[int, int]], ...]
+    disjoint: tuple[DisjointSlots, ...]
     max_groups: int
+    native: Record | None  # the same for native launches (`fast_launch`)
 
 
 class SlotBuffers:
@@ -399,8 +441,7 @@ def _plain_number_slot(t: Any) -> Callable[[Any], int | None] | None:
     if not isinstance(t, ScalarType):
         return None
     if t.is_int:
-        lo, hi = (0, 1) if t is ScalarType.I1 else (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1)
-        mask = (1 << t.bits) - 1
+        lo, hi, mask = integer_range(t)
 
         def integer(value: Any) -> int | None:
             if type(value) is int and lo <= value <= hi:

@@ -1,0 +1,374 @@
+; nanotc's native launch: a kernel launch on arrays of layouts seen before, without Python
+; work per argument (see fast_launch.py).
+;
+; @nanotc_fast_launch(holder, args, group_size, num_threads) is called through ctypes with
+; the GIL held. *holder is a record (below) of one combination of argument layouts that
+; binding accepted, or null. Every argument must match it exactly: an ndarray (its type
+; object, not a subclass) of the recorded dtype object, rank, shape and strides, writeable
+; where the kernel writes it; the scalars Python floats or ints within the parameter's type;
+; arrays that must not share memory with their byte ranges apart; group_size and num_threads
+; plain ints giving one chunk of work-groups. Then the slots are the record's with the data
+; addresses and scalars filled in, and the kernel's packed entry runs every work-group on
+; this thread with the GIL released; its return code is returned. Anything else returns -1
+; having changed nothing, and the caller takes the checking path, which reports errors.
+;
+; Object layouts (CPython with the GIL, numpy's PyArrayObject) are fast_launch.py's
+; constants, checked against probe objects before this code is used:
+;   any object:  ob_type at 8
+;   tuple:       size at 16, items at 24
+;   float:       value at 16
+;   ndarray:     data at 16, nd (i32) at 24, dimensions at 32, strides at 40, descr at 56,
+;                flags (i32) at 64
+;
+; Record, i64 words:
+;   0 argument count        1 slot count            2 packed entry address
+;   3 most work-groups      4 fewest work-groups split into chunks without num_threads
+;   5 memrefs, 6 at         7 scalars, 8 at         9 disjoint pairs, 10 at
+;   11 slots' template at   12 ndarray type         13 float type
+;   14 int type             15 None
+; memref entry (6 words):   param, slot, dtype, rank, must be writeable, extents at
+;                           (rank sizes, then rank strides in bytes)
+; scalar entry (6 words):   param, slot, kind (0 f64, 1 f32, 2 integer), lowest, highest,
+;                           mask (an integer's slot is its two's complement, masked)
+; disjoint entry (6 words): slot x, slot y, x low, x high, y low, y high (byte ranges
+;                           relative to the data addresses; they must not meet)
+
+declare ptr @PyEval_SaveThread()
+declare void @PyEval_RestoreThread(ptr)
+declare i64 @PyLong_AsLongLongAndOverflow(ptr, ptr)
+
+define private i64 @word(ptr %base, i64 %index) {
+  %at = getelementptr inbounds i64, ptr %base, i64 %index
+  %value = load i64, ptr %at, align 8
+  ret i64 %value
+}
+
+define private i64 @field(ptr %object, i64 %offset) {
+  %at = getelementptr inbounds i8, ptr %object, i64 %offset
+  %value = load i64, ptr %at, align 8
+  ret i64 %value
+}
+
+define private ptr @item(ptr %tuple, i64 %index) {
+  %offset = mul i64 %index, 8
+  %skip = add i64 %offset, 24
+  %at = getelementptr inbounds i8, ptr %tuple, i64 %skip
+  %value = load ptr, ptr %at, align 8
+  ret ptr %value
+}
+
+; The value of a plain int (its type %int_type), and whether it is one that fits 64 bits.
+define private { i64, i1 } @plain_int(ptr %object, i64 %int_type) {
+entry:
+  %overflow = alloca i32, align 4
+  %type = call i64 @field(ptr %object, i64 8)
+  %is_int = icmp eq i64 %type, %int_type
+  br i1 %is_int, label %read, label %no
+read:
+  %value = call i64 @PyLong_AsLongLongAndOverflow(ptr %object, ptr %overflow)
+  %flag = load i32, ptr %overflow, align 4
+  %fits = icmp eq i32 %flag, 0
+  %partial = insertvalue { i64, i1 } undef, i64 %value, 0
+  %result = insertvalue { i64, i1 } %partial, i1 %fits, 1
+  ret { i64, i1 } %result
+no:
+  ret { i64, i1 } { i64 0, i1 false }
+}
+
+; Whether `num_threads` (None or a plain int) makes a launch of %groups work-groups one chunk.
+define private i1 @one_chunk(ptr %record, ptr %threads, i64 %groups) {
+entry:
+  %none = call i64 @word(ptr %record, i64 15)
+  %threads_at = ptrtoint ptr %threads to i64
+  %default = icmp eq i64 %threads_at, %none
+  br i1 %default, label %by_default, label %given
+by_default:
+  %fewest = call i64 @word(ptr %record, i64 4)
+  %few = icmp slt i64 %groups, %fewest
+  ret i1 %few
+given:
+  %int_type = call i64 @word(ptr %record, i64 14)
+  %count = call { i64, i1 } @plain_int(ptr %threads, i64 %int_type)
+  %value = extractvalue { i64, i1 } %count, 0
+  %fits = extractvalue { i64, i1 } %count, 1
+  %one = icmp eq i64 %value, 1
+  %at_most_one_group = icmp sle i64 %groups, 1
+  %positive = icmp sge i64 %value, 1
+  %single = and i1 %at_most_one_group, %positive
+  %either = or i1 %one, %single
+  %ok = and i1 %fits, %either
+  ret i1 %ok
+}
+
+; Whether the ndarray %array has the layout of memref entry %described; its data address if so.
+define private { i64, i1 } @matching_array(ptr %record, ptr %described, ptr %array) {
+entry:
+  %ndarray = call i64 @word(ptr %record, i64 12)
+  %type = call i64 @field(ptr %array, i64 8)
+  %is_ndarray = icmp eq i64 %type, %ndarray
+  br i1 %is_ndarray, label %dtype, label %no
+dtype:
+  %want_dtype = call i64 @word(ptr %described, i64 2)
+  %descr = call i64 @field(ptr %array, i64 56)
+  %same_dtype = icmp eq i64 %descr, %want_dtype
+  %rank = call i64 @word(ptr %described, i64 3)
+  %nd_at = getelementptr inbounds i8, ptr %array, i64 24
+  %nd32 = load i32, ptr %nd_at, align 4
+  %nd = sext i32 %nd32 to i64
+  %same_rank = icmp eq i64 %nd, %rank
+  %same = and i1 %same_dtype, %same_rank
+  br i1 %same, label %flags, label %no
+flags:
+  %writeable = call i64 @word(ptr %described, i64 4)
+  %flags_at = getelementptr inbounds i8, ptr %array, i64 64
+  %flags32 = load i32, ptr %flags_at, align 4
+  %writeable_bit = and i32 %flags32, 1024
+  %is_writeable = icmp ne i32 %writeable_bit, 0
+  %need = icmp ne i64 %writeable, 0
+  %refused = xor i1 %is_writeable, true
+  %bad = and i1 %need, %refused
+  br i1 %bad, label %no, label %extents
+extents:
+  %extents_at = call i64 @word(ptr %described, i64 5)
+  %want = getelementptr inbounds i64, ptr %record, i64 %extents_at
+  %shape_word = call i64 @field(ptr %array, i64 32)
+  %shape = inttoptr i64 %shape_word to ptr
+  %strides_word = call i64 @field(ptr %array, i64 40)
+  %strides = inttoptr i64 %strides_word to ptr
+  br label %mode
+mode:
+  %i = phi i64 [ 0, %extents ], [ %next, %same_mode ]
+  %more = icmp slt i64 %i, %rank
+  br i1 %more, label %compare, label %yes
+compare:
+  %size = call i64 @word(ptr %shape, i64 %i)
+  %want_size = call i64 @word(ptr %want, i64 %i)
+  %stride = call i64 @word(ptr %strides, i64 %i)
+  %stride_index = add i64 %i, %rank
+  %want_stride = call i64 @word(ptr %want, i64 %stride_index)
+  %size_ok = icmp eq i64 %size, %want_size
+  %stride_ok = icmp eq i64 %stride, %want_stride
+  %mode_ok = and i1 %size_ok, %stride_ok
+  %next = add i64 %i, 1
+  br i1 %mode_ok, label %same_mode, label %no
+same_mode:
+  br label %mode
+yes:
+  %data = call i64 @field(ptr %array, i64 16)
+  %partial = insertvalue { i64, i1 } undef, i64 %data, 0
+  %result = insertvalue { i64, i1 } %partial, i1 true, 1
+  ret { i64, i1 } %result
+no:
+  ret { i64, i1 } { i64 0, i1 false }
+}
+
+; The slot bits of scalar entry %described's argument %value, and whether it is accepted.
+define private { i64, i1 } @scalar_bits(ptr %record, ptr %described, ptr %value) {
+entry:
+  %kind = call i64 @word(ptr %described, i64 2)
+  %is_integer = icmp eq i64 %kind, 2
+  br i1 %is_integer, label %integer, label %real
+integer:
+  %int_type = call i64 @word(ptr %record, i64 14)
+  %int = call { i64, i1 } @plain_int(ptr %value, i64 %int_type)
+  %n = extractvalue { i64, i1 } %int, 0
+  %fits = extractvalue { i64, i1 } %int, 1
+  %lowest = call i64 @word(ptr %described, i64 3)
+  %highest = call i64 @word(ptr %described, i64 4)
+  %mask = call i64 @word(ptr %described, i64 5)
+  %above = icmp sge i64 %n, %lowest
+  %below = icmp sle i64 %n, %highest
+  %within = and i1 %above, %below
+  %int_ok = and i1 %fits, %within
+  %masked = and i64 %n, %mask
+  %int_partial = insertvalue { i64, i1 } undef, i64 %masked, 0
+  %int_result = insertvalue { i64, i1 } %int_partial, i1 %int_ok, 1
+  ret { i64, i1 } %int_result
+real:
+  %float_type = call i64 @word(ptr %record, i64 13)
+  %type = call i64 @field(ptr %value, i64 8)
+  %is_float = icmp eq i64 %type, %float_type
+  br i1 %is_float, label %read, label %no
+read:
+  %bits64 = call i64 @field(ptr %value, i64 16)
+  %is_f64 = icmp eq i64 %kind, 0
+  br i1 %is_f64, label %f64, label %f32
+f64:
+  %f64_partial = insertvalue { i64, i1 } undef, i64 %bits64, 0
+  %f64_result = insertvalue { i64, i1 } %f64_partial, i1 true, 1
+  ret { i64, i1 } %f64_result
+f32:
+  ; the C conversion, as binding's; a finite value that rounds to an infinity is refused
+  %double = bitcast i64 %bits64 to double
+  %single = fptrunc double %double to float
+  %single_abs = call float @llvm.fabs.f32(float %single)
+  %double_abs = call double @llvm.fabs.f64(double %double)
+  %single_inf = fcmp oeq float %single_abs, 0x7FF0000000000000
+  %double_inf = fcmp oeq double %double_abs, 0x7FF0000000000000
+  %double_finite = xor i1 %double_inf, true
+  %overflowed = and i1 %single_inf, %double_finite
+  %f32_ok = xor i1 %overflowed, true
+  %bits32 = bitcast float %single to i32
+  %bits = zext i32 %bits32 to i64
+  %f32_partial = insertvalue { i64, i1 } undef, i64 %bits, 0
+  %f32_result = insertvalue { i64, i1 } %f32_partial, i1 %f32_ok, 1
+  ret { i64, i1 } %f32_result
+no:
+  ret { i64, i1 } { i64 0, i1 false }
+}
+
+declare float @llvm.fabs.f32(float)
+declare double @llvm.fabs.f64(double)
+
+; Fills the memrefs' data addresses into %slots; false if an array does not match.
+define private i1 @fill_memrefs(ptr %record, ptr %args, ptr %slots) {
+entry:
+  %count = call i64 @word(ptr %record, i64 5)
+  %first = call i64 @word(ptr %record, i64 6)
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %matched ]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %check, label %done
+check:
+  %offset = mul i64 %i, 6
+  %index = add i64 %first, %offset
+  %entry_at = getelementptr inbounds i64, ptr %record, i64 %index
+  %param = call i64 @word(ptr %entry_at, i64 0)
+  %array = call ptr @item(ptr %args, i64 %param)
+  %data = call { i64, i1 } @matching_array(ptr %record, ptr %entry_at, ptr %array)
+  %ok = extractvalue { i64, i1 } %data, 1
+  %next = add i64 %i, 1
+  br i1 %ok, label %matched, label %refused
+matched:
+  %slot = call i64 @word(ptr %entry_at, i64 1)
+  %slot_at = getelementptr inbounds i64, ptr %slots, i64 %slot
+  %address = extractvalue { i64, i1 } %data, 0
+  store i64 %address, ptr %slot_at, align 8
+  br label %loop
+done:
+  ret i1 true
+refused:
+  ret i1 false
+}
+
+; Fills the scalars' bits into %slots; false if one is not a plain number of its type.
+define private i1 @fill_scalars(ptr %record, ptr %args, ptr %slots) {
+entry:
+  %count = call i64 @word(ptr %record, i64 7)
+  %first = call i64 @word(ptr %record, i64 8)
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %accepted ]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %check, label %done
+check:
+  %offset = mul i64 %i, 6
+  %index = add i64 %first, %offset
+  %entry_at = getelementptr inbounds i64, ptr %record, i64 %index
+  %param = call i64 @word(ptr %entry_at, i64 0)
+  %value = call ptr @item(ptr %args, i64 %param)
+  %bits = call { i64, i1 } @scalar_bits(ptr %record, ptr %entry_at, ptr %value)
+  %ok = extractvalue { i64, i1 } %bits, 1
+  %next = add i64 %i, 1
+  br i1 %ok, label %accepted, label %refused
+accepted:
+  %slot = call i64 @word(ptr %entry_at, i64 1)
+  %slot_at = getelementptr inbounds i64, ptr %slots, i64 %slot
+  %word = extractvalue { i64, i1 } %bits, 0
+  store i64 %word, ptr %slot_at, align 8
+  br label %loop
+done:
+  ret i1 true
+refused:
+  ret i1 false
+}
+
+; Whether every pair of arrays that must not share memory has byte ranges apart.
+define private i1 @apart(ptr %record, ptr %slots) {
+entry:
+  %count = call i64 @word(ptr %record, i64 9)
+  %first = call i64 @word(ptr %record, i64 10)
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %check ]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %check, label %done
+check:
+  %offset = mul i64 %i, 6
+  %index = add i64 %first, %offset
+  %pair = getelementptr inbounds i64, ptr %record, i64 %index
+  %x_slot = call i64 @word(ptr %pair, i64 0)
+  %y_slot = call i64 @word(ptr %pair, i64 1)
+  %x = call i64 @word(ptr %slots, i64 %x_slot)
+  %y = call i64 @word(ptr %slots, i64 %y_slot)
+  %x_low = call i64 @word(ptr %pair, i64 2)
+  %x_high = call i64 @word(ptr %pair, i64 3)
+  %y_low = call i64 @word(ptr %pair, i64 4)
+  %y_high = call i64 @word(ptr %pair, i64 5)
+  %x_start = add i64 %x, %x_low
+  %x_end = add i64 %x, %x_high
+  %y_start = add i64 %y, %y_low
+  %y_end = add i64 %y, %y_high
+  %x_before_y_ends = icmp slt i64 %x_start, %y_end
+  %y_before_x_ends = icmp slt i64 %y_start, %x_end
+  %meet = and i1 %x_before_y_ends, %y_before_x_ends
+  %next = add i64 %i, 1
+  br i1 %meet, label %refused, label %loop
+done:
+  ret i1 true
+refused:
+  ret i1 false
+}
+
+define i32 @nanotc_fast_launch(ptr %holder, ptr %args, ptr %groups_object, ptr %threads) {
+entry:
+  %record = load ptr, ptr %holder, align 8
+  %known = icmp ne ptr %record, null
+  br i1 %known, label %count, label %decline
+count:
+  %arguments = call i64 @word(ptr %record, i64 0)
+  %given = call i64 @field(ptr %args, i64 16)
+  %same_count = icmp eq i64 %given, %arguments
+  br i1 %same_count, label %groups, label %decline
+groups:
+  %int_type = call i64 @word(ptr %record, i64 14)
+  %group_int = call { i64, i1 } @plain_int(ptr %groups_object, i64 %int_type)
+  %group_size = extractvalue { i64, i1 } %group_int, 0
+  %group_fits = extractvalue { i64, i1 } %group_int, 1
+  %most = call i64 @word(ptr %record, i64 3)
+  %not_negative = icmp sge i64 %group_size, 0
+  %not_too_many = icmp sle i64 %group_size, %most
+  %in_range = and i1 %not_negative, %not_too_many
+  %group_ok = and i1 %group_fits, %in_range
+  br i1 %group_ok, label %chunks, label %decline
+chunks:
+  %single = call i1 @one_chunk(ptr %record, ptr %threads, i64 %group_size)
+  br i1 %single, label %slots, label %decline
+slots:
+  %slot_count = call i64 @word(ptr %record, i64 1)
+  %slot_memory = alloca i64, i64 %slot_count, align 16
+  %template_at = call i64 @word(ptr %record, i64 11)
+  %template = getelementptr inbounds i64, ptr %record, i64 %template_at
+  %slot_bytes = mul i64 %slot_count, 8
+  call void @llvm.memcpy.p0.p0.i64(ptr align 8 %slot_memory, ptr align 8 %template, i64 %slot_bytes, i1 false)
+  %memrefs_ok = call i1 @fill_memrefs(ptr %record, ptr %args, ptr %slot_memory)
+  br i1 %memrefs_ok, label %scalars, label %decline
+scalars:
+  %scalars_ok = call i1 @fill_scalars(ptr %record, ptr %args, ptr %slot_memory)
+  br i1 %scalars_ok, label %overlap, label %decline
+overlap:
+  %apart = call i1 @apart(ptr %record, ptr %slot_memory)
+  br i1 %apart, label %run, label %decline
+run:
+  %entry_word = call i64 @word(ptr %record, i64 2)
+  %kernel = inttoptr i64 %entry_word to ptr
+  %state = call ptr @PyEval_SaveThread()
+  %code = call i32 %kernel(ptr %slot_memory, i64 0, i64 %group_size, i64 %group_size)
+  call void @PyEval_RestoreThread(ptr %state)
+  ret i32 %code
+decline:
+  ret i32 -1
+}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)

@@ -1,0 +1,213 @@
+"""Native launches on argument layouts seen before: a launch of a few microseconds in Python
+becomes one native call (`fast_launch.ll`).
+
+A kernel launch that binding has accepted teaches the launcher its layouts
+(`launcher.KnownLayouts`); this module turns such a combination into a record of words that
+native code compares a later launch's arguments against: each array's type object, dtype
+object, rank, shape, strides and writeability, each scalar's type and range, the byte ranges of
+arrays that must not share memory, the work-group count and its split into one chunk. A launch
+that matches runs from native code with the GIL released; any other declines, having changed
+nothing, and takes the Python path, which checks and reports. One record per kernel is in use:
+the combination last learned or last launched through the Python path.
+
+The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
+struct). They are checked on probe objects once per process: where one differs (another
+interpreter, a free-threaded build, a numpy of another layout) there is no native path and
+every launch takes the Python one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+import sysconfig
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Any, NamedTuple
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from nanotc import targets
+from nanotc.ir.core import Function
+from nanotc.ir.types import ScalarType
+from nanotc.runtime.interrupts import uninterrupted
+from nanotc.runtime.jit import JitModule, optimize
+
+_HEADER_WORDS = 16
+_MEMREF_WORDS = 6
+_SCALAR_WORDS = 6
+_PAIR_WORDS = 6
+_KIND = {ScalarType.F64: 0, ScalarType.F32: 1}
+_INTEGER_KIND = 2
+_PYTHON_API = ("PyEval_SaveThread", "PyEval_RestoreThread", "PyLong_AsLongLongAndOverflow")
+# the GIL held while it checks; ctypes then raises any error native code left set (none)
+_NATIVE_CALL = ctypes.PYFUNCTYPE(
+    ctypes.c_int32, ctypes.c_void_p, ctypes.py_object, ctypes.py_object, ctypes.py_object
+)
+
+
+def integer_range(t: ScalarType) -> tuple[int, int, int]:
+    """The lowest and highest value of an integer type, and the mask of its slot's bits."""
+    if t is ScalarType.I1:
+        return 0, 1, 1
+    return -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1, (1 << t.bits) - 1
+
+
+class Memref(NamedTuple):
+    """A memref parameter as a record describes it: its index, its data slot, and whether the
+    kernel writes it."""
+
+    param: int
+    slot: int
+    written: bool
+
+
+class Scalar(NamedTuple):
+    param: int
+    slot: int
+    type: ScalarType
+
+
+DisjointSlots = tuple[int, int, tuple[int, int], tuple[int, int]]
+"""Two data slots whose arrays must not share memory, and their byte ranges relative to the
+data addresses."""
+
+
+class Record(NamedTuple):
+    """A layout record's words, their address, and the dtype objects whose addresses they
+    hold (kept alive, so that no other object takes those addresses)."""
+
+    words: np.ndarray
+    address: int
+    dtypes: tuple[np.dtype, ...]
+
+
+class FastLaunch:
+    """One kernel's native launch: `call(holder_at, args, group_size, num_threads)` (the
+    launch's own arguments, a tuple and two objects) runs a launch whose arguments match the
+    record in use and returns the kernel's code, or returns -1 for the Python path."""
+
+    def __init__(self, func: Function, entry: int, fewest_groups: int, default_threads: int,
+                 memrefs: Sequence[Memref], scalars: Sequence[Scalar]):  # fmt: skip
+        self.call = _NATIVE_CALL(native_code().address("nanotc_fast_launch"))
+        self._argument_count = len(func.arguments)
+        self._entry = entry
+        # one chunk without num_threads below this many work-groups (launcher.default_split)
+        self._one_chunk_below = 2 * fewest_groups if default_threads > 1 else 2**63 - 1
+        self._memrefs = tuple(memrefs)
+        self._scalars = tuple(scalars)
+        self._holder = ctypes.c_void_p(0)
+        self.holder_at = ctypes.addressof(self._holder)
+        self._in_use: Record | None = None
+
+    @staticmethod
+    def supports(scalars: Sequence[Scalar]) -> bool:
+        """Whether the native code reads every scalar parameter (f32, f64 and integers)."""
+        return all(isinstance(s.type, ScalarType) and (s.type in _KIND or s.type.is_int)
+                   for s in scalars)  # fmt: skip
+
+    def use(self, record: Record | None) -> None:
+        """Launches from now on match against `record` (None: all take the Python path)."""
+        self._in_use = record  # before the holder points at it: never at freed words
+        self._holder.value = None if record is None else record.address
+
+    def record(self, args: Sequence[Any], slots: list[int], disjoint: Sequence[DisjointSlots],
+               max_groups: int) -> Record:  # fmt: skip
+        """The record of the layouts of `args` (numpy arrays binding accepted): launches with
+        `slots` but for the data addresses and scalars, the pairs of `disjoint` apart, and at
+        most `max_groups` work-groups."""
+        memrefs, extents = self._memref_words(args)
+        scalars = [w for s in self._scalars for w in _scalar_words(s)]
+        pairs = [w for x, y, (xl, xh), (yl, yh) in disjoint for w in (x, y, xl, xh, yl, yh)]
+        at_memrefs = _HEADER_WORDS
+        at_scalars = at_memrefs + len(memrefs)
+        at_pairs = at_scalars + len(scalars)
+        at_template = at_pairs + len(pairs)
+        at_extents = at_template + len(slots)
+        header = [
+            self._argument_count, len(slots), self._entry, max_groups,
+            self._one_chunk_below,
+            len(self._memrefs), at_memrefs, len(self._scalars), at_scalars,
+            len(disjoint), at_pairs, at_template,
+            id(np.ndarray), id(float), id(int), id(None),
+        ]  # fmt: skip
+        for m in range(len(self._memrefs)):  # extents' offsets: relative until now
+            memrefs[m * _MEMREF_WORDS + 5] += at_extents
+        unsigned = [*header, *memrefs, *scalars, *pairs, *slots, *extents]
+        as_signed = [w - (1 << 64) if w >= 1 << 63 else w for w in unsigned]
+        dtypes = tuple(args[m.param].dtype for m in self._memrefs)
+        words = np.array(as_signed, dtype=np.int64)
+        return Record(words, words.ctypes.data, dtypes)
+
+    def _memref_words(self, args: Sequence[Any]) -> tuple[list[int], list[int]]:
+        """The memref entries (extents' offsets relative to the extents' words) and extents."""
+        entries: list[int] = []
+        extents: list[int] = []
+        for m in self._memrefs:
+            array = args[m.param]
+            entries += [m.param, m.slot, id(array.dtype), array.ndim, int(m.written), len(extents)]
+            extents += [*array.shape, *array.strides]
+        return entries, extents
+
+
+def _scalar_words(scalar: Scalar) -> list[int]:
+    if scalar.type in _KIND:
+        return [scalar.param, scalar.slot, _KIND[scalar.type], 0, 0, 0]
+    return [scalar.param, scalar.slot, _INTEGER_KIND, *integer_range(scalar.type)]
+
+
+@lru_cache(maxsize=1)
+@uninterrupted
+def native_code() -> JitModule:
+    """fast_launch.ll, compiled once per process with the Python API it calls bound."""
+    for name in _PYTHON_API:
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+    target = targets.host()
+    text = resources.files(__package__).joinpath("fast_launch.ll").read_text()
+    return JitModule(optimize(text, target), target)
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether this interpreter's objects have the layouts fast_launch.ll reads."""
+    if platform.python_implementation() != "CPython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    if ctypes.sizeof(ctypes.c_void_p) != 8 or sys.byteorder != "little":
+        return False
+    return _objects_as_expected() and _arrays_as_expected()
+
+
+def _word(address: int) -> int:
+    return ctypes.c_int64.from_address(address).value
+
+
+def _objects_as_expected() -> bool:
+    probes = (1.5, -0.0, (1, "a", None), (), 7)
+    if any(_word(id(p) + 8) != id(type(p)) for p in probes):
+        return False
+    for t in ((1.5, 2), (), (None,)):
+        if _word(id(t) + 16) != len(t) or any(_word(id(t) + 24 + 8 * i) != id(v) for i, v in
+                                               enumerate(t)):  # fmt: skip
+            return False
+    return all(ctypes.c_double.from_address(id(f) + 16).value == f for f in (1.5, -3e300))
+
+
+def _arrays_as_expected() -> bool:
+    read_only = np.arange(6.0).reshape(2, 3)[:, 1:]
+    read_only.flags.writeable = False
+    for array in (np.zeros((3, 2), order="F")[1:], np.empty(5, np.float32), read_only):
+        at = id(array)
+        shape_at, strides_at = _word(at + 32), _word(at + 40)
+        if (
+            _word(at + 16) != array.ctypes.data
+            or ctypes.c_int32.from_address(at + 24).value != array.ndim
+            or _word(at + 56) != id(array.dtype)
+            or bool(ctypes.c_int32.from_address(at + 64).value & 0x400) != array.flags.writeable
+            or [_word(shape_at + 8 * i) for i in range(array.ndim)] != list(array.shape)
+            or [_word(strides_at + 8 * i) for i in range(array.ndim)] != list(array.strides)
+        ):
+            return False
+    return True

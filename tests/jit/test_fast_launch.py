@@ -1,0 +1,239 @@
+"""Native launches on known layouts (`nanotc.runtime.fast_launch`): a launch whose arguments
+match the record of a combination binding accepted runs without the Python path; every other
+launch declines to the Python path, unchanged, which checks and reports as before."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nanotc.runtime import fast_launch
+from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.launcher import Kernel
+
+from .helpers import compiled
+
+pytestmark = pytest.mark.skipif(
+    not fast_launch.available(), reason="this interpreter's objects are not CPython's"
+)
+
+BATCH = """func @k(%alpha: f32, %A: memref<f32x8x8x?>, %B: memref<f32x8x8x?>, %C: memref<f32x8x8x?>) {
+    %i = group_id
+    %a = subview %A[:, :, %i] : memref<f32x8x8x?>
+    %b = subview %B[:, :, %i] : memref<f32x8x8x?>
+    %c = subview %C[:, :, %i] : memref<f32x8x8x?>
+    gemm.n.n %alpha, %a, %b, 1.0, %c : f32, memref<f32x8x8>, memref<f32x8x8>, f32, memref<f32x8x8>
+}"""
+
+
+def operands(batch: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(  # type: ignore[return-value]
+        np.asfortranarray(rng.uniform(-1, 1, (8, 8, batch)).astype(np.float32)) for _ in range(3)
+    )
+
+
+def expected(alpha: float, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return c + alpha * np.einsum("mkb,knb->mnb", a.astype(np.float64), b.astype(np.float64))
+
+
+class PythonPath:
+    """Counts a kernel's entries into its Python path: known layouts, then binding (a launch
+    may enter both)."""
+
+    def __init__(self, kernel: Kernel):
+        self.entries = 0
+        known = kernel._known
+        slot_values, prepare = known.slot_values, kernel.prepare
+
+        def counted_slot_values(*args: Any) -> Any:
+            self.entries += 1
+            return slot_values(*args)
+
+        def counted_prepare(*args: Any, **kwargs: Any) -> Any:
+            self.entries += 1
+            return prepare(*args, **kwargs)
+
+        known.slot_values = counted_slot_values  # type: ignore[method-assign]
+        kernel.prepare = counted_prepare  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def kernel() -> Iterator[Kernel]:
+    kernel = compiled(BATCH)["k"]
+    assert kernel._fast is not None
+    yield kernel
+    kernel._fast.use(None)  # the next test's kernel (the same, cached) starts from nothing
+
+
+def test_a_known_layout_launches_natively_on_fresh_arrays_and_scalars(kernel: Kernel) -> None:
+    a, b, c = operands()
+    kernel(1.0, a, b, c, group_size=6, num_threads=1)  # binding learns the layout
+    python = PythonPath(kernel)
+    for launch in range(4):
+        a, b, c = operands(seed=launch + 1)
+        want = expected(0.5 * launch, a, b, c)
+        kernel(0.5 * launch, a, b, c, group_size=6 - launch, num_threads=1)
+        done = 6 - launch
+        np.testing.assert_allclose(c[:, :, :done], want[:, :, :done], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(c[:, :, done:], operands(seed=launch + 1)[2][:, :, done:])
+    assert python.entries == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["subclass", "equal_dtype", "shape", "group_numpy", "threads", "alpha_numpy"],
+)
+def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, change: str) -> None:
+    a, b, c = operands()
+    kernel(1.0, a, b, c, group_size=6, num_threads=1)
+    python = PythonPath(kernel)
+    alpha: Any = 1.0
+    groups: Any = 6
+    threads: Any = 1
+    a, b, c = operands(seed=9)
+    if change == "subclass":
+        a = a.view(np.ma.MaskedArray).data.view(type("Sub", (np.ndarray,), {}))
+    elif change == "equal_dtype":  # equal, but another dtype object
+        b = b.view(np.dtype(np.float32, metadata={"unit": "m"}))
+        assert b.dtype == np.float32
+    elif change == "shape":
+        a, b, c = operands(batch=7, seed=9)
+        groups = 7
+    elif change == "group_numpy":
+        groups = np.int64(6)
+    elif change == "threads":  # work-groups of two chunks run on the pool
+        groups, threads = 6, 2
+    elif change == "alpha_numpy":
+        alpha = np.float32(1.0)
+    want = expected(1.0, a, b, c)
+    kernel(alpha, a, b, c, group_size=groups, num_threads=threads)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+    assert python.entries >= 1
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        (("C_read_only",), {}, ArgumentError, "argument %C: expected a writeable array"),
+        (("C_is_A",), {}, ArgumentError, "argument %C"),
+        (("C_strided",), {}, ArgumentError, "argument %C: expected element stride 64 in mode 2"),
+        (("alpha_huge",), {}, ArgumentError, "argument %alpha"),
+        (("alpha_int",), {}, None, None),
+        (("too_few",), {}, TypeError, "4 arguments"),
+        ((), {"group_size": 7}, ArgumentError, "at least 7 elements in mode 2"),
+        ((), {"group_size": True}, ValueError, "group_size"),
+        ((), {"group_size": -1}, ValueError, "group_size"),
+        ((), {"num_threads": 0}, ValueError, "num_threads"),
+    ],
+)
+def test_launches_binding_refuses_are_refused_after_native_ones(
+    kernel: Kernel, args: tuple, kwargs: dict, error: type | None, match: str | None
+) -> None:
+    a, b, c = operands()
+    kernel(1.0, a, b, c, group_size=6, num_threads=1)
+    kernel(1.0, a, b, c, group_size=6, num_threads=1)
+    before = c.copy()
+    launch: list[Any] = [1.0, a, b, c]
+    if args == ("C_read_only",):
+        c.flags.writeable = False
+    elif args == ("C_is_A",):
+        launch[3] = a
+    elif args == ("C_strided",):
+        launch[3] = np.asfortranarray(np.concatenate([c, c], axis=2))[:, :, ::2]
+    elif args == ("alpha_huge",):
+        launch[0] = 1e300  # rounds to an infinity in f32
+    elif args == ("alpha_int",):
+        launch[0] = 2
+    elif args == ("too_few",):
+        launch = launch[:3]
+    options = {"group_size": 6, "num_threads": 1, **kwargs}
+    if error is None:
+        kernel(*launch, **options)
+        np.testing.assert_allclose(c, expected(2.0, a, b, before), rtol=1e-5, atol=1e-5)
+        return
+    a_before = a.copy()
+    with pytest.raises(error, match=match):
+        kernel(*launch, **options)
+    np.testing.assert_array_equal(c, before)
+    np.testing.assert_array_equal(a, a_before)
+
+
+def test_native_launches_release_the_gil_while_the_kernel_runs() -> None:
+    """Another Python thread runs during a long native launch (a kernel of seconds' work,
+    against a wait of a twentieth of a second)."""
+    text = """func @spin(%A: memref<f64x64x64>, %B: memref<f64x64x64>, %C: memref<f64x64x64>,
+                  %reps: index) {
+    for %r = 0, %reps {
+        gemm.n.n 1.0, %A, %B, 0.0, %C : f64, memref<f64x64x64>, memref<f64x64x64>, f64, memref<f64x64x64>
+    }
+}"""
+    kernel = compiled(text)["spin"]
+    a, b, c = (np.asfortranarray(np.eye(64)) for _ in range(3))
+    kernel(a, b, c, 1, group_size=1)  # learned: the next launch is native
+    done = threading.Event()
+
+    def long_launch() -> None:
+        kernel(a, b, c, 50_000, group_size=1)  # 26 GFLOP: a quarter second or more
+        done.set()
+
+    python = PythonPath(kernel)
+    worker = threading.Thread(target=long_launch)
+    worker.start()
+    time.sleep(0.05)
+    ran_during = not done.is_set()
+    worker.join()
+    assert ran_during
+    assert python.entries == 0
+    np.testing.assert_array_equal(c, np.eye(64))
+
+
+def test_python_threads_launch_one_kernel_natively_at_once(kernel: Kernel) -> None:
+    a, b, c = operands()
+    kernel(1.0, a, b, c, group_size=6, num_threads=1)
+    python = PythonPath(kernel)
+    failures: list[str] = []
+
+    def launches(seed: int) -> None:
+        for launch in range(200):
+            a, b, c = operands(seed=seed * 1000 + launch)
+            want = expected(1.0, a, b, c)
+            kernel(1.0, a, b, c, group_size=6, num_threads=1)
+            if not np.allclose(c, want, rtol=1e-5, atol=1e-5):
+                failures.append(f"thread {seed} launch {launch}")
+
+    threads = [threading.Thread(target=launches, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert python.entries == 0
+
+
+def test_the_record_in_use_follows_the_last_layout_launched_through_python(kernel: Kernel) -> None:
+    """Two layouts in turn: each launch of the other one declines once, then is native."""
+    small, large = operands(batch=6), operands(batch=9)
+    kernel(1.0, *small, group_size=6, num_threads=1)
+    kernel(1.0, *large, group_size=9, num_threads=1)
+    python = PythonPath(kernel)
+    for layout, groups in ((small, 6), (small, 6), (large, 9), (large, 9), (small, 6)):
+        kernel(1.0, *layout, group_size=groups, num_threads=1)
+    assert python.entries == 3  # each found in the known layouts
+
+
+def test_kernels_with_scalars_native_code_does_not_read_launch_through_python() -> None:
+    text = """func @k(%a: f16, %y: memref<f16x1>) {
+    store %a, %y[0] : memref<f16x1>
+}"""
+    kernel = compiled(text)["k"]
+    assert kernel._fast is None
+    y = np.zeros(1, np.float16)
+    kernel(1.5, y, group_size=1)
+    kernel(2.5, y, group_size=1)
+    assert y[0] == 2.5
