@@ -7,10 +7,12 @@
 ; object, not a subclass) of the recorded dtype object, rank, shape and strides, writeable
 ; where the kernel writes it; the scalars Python floats or ints within the parameter's type;
 ; arrays that must not share memory with their byte ranges apart; group_size and num_threads
-; plain ints giving one chunk of work-groups. Then the slots are the record's with the data
-; addresses and scalars filled in, and the kernel's packed entry runs every work-group on
-; this thread with the GIL released; its return code is returned. Anything else returns -1
-; having changed nothing, and the caller takes the checking path, which reports errors.
+; plain ints (num_threads also None). Then the slots are the record's with the data addresses
+; and scalars filled in, and the work-groups run with the GIL released: as one chunk on this
+; thread, or in chunks on the published thread pool (pool.ll's @nanotc_pool_try_run) split as
+; launcher.py splits them; the kernel's return code is returned. Anything else, a pool that
+; another launch has or that lacks the workers included, returns -1 having run nothing, and
+; the caller takes the Python path, which checks, reports errors and waits for the pool.
 ;
 ; Object layouts (CPython with the GIL, numpy's PyArrayObject) are fast_launch.py's
 ; constants, checked against probe objects before this code is used:
@@ -22,10 +24,11 @@
 ;
 ; Record, i64 words:
 ;   0 argument count        1 slot count            2 packed entry address
-;   3 most work-groups      4 fewest work-groups split into chunks without num_threads
+;   3 most work-groups      4 fewest work-groups a thread takes without num_threads
 ;   5 memrefs, 6 at         7 scalars, 8 at         9 disjoint pairs, 10 at
 ;   11 slots' template at   12 ndarray type         13 float type
-;   14 int type             15 None
+;   14 int type             15 None                 16 threads without num_threads
+;   17 address of the published pool: its state, mailboxes, @nanotc_pool_try_run (0: none)
 ; memref entry (6 words):   param, slot, dtype, rank, must be writeable, extents at
 ;                           (rank sizes, then rank strides in bytes)
 ; scalar entry (6 words):   param, slot, kind (0 f64, 1 f32, 2 integer), lowest, highest,
@@ -75,8 +78,9 @@ no:
   ret { i64, i1 } { i64 0, i1 false }
 }
 
-; Whether `num_threads` (None or a plain int) makes a launch of %groups work-groups one chunk.
-define private i1 @one_chunk(ptr %record, ptr %threads, i64 %groups) {
+; The chunks of a launch of %groups work-groups (launcher.py's default_split and split), or
+; -1 where `num_threads` is neither None nor a positive plain int.
+define private i64 @chunk_count(ptr %record, ptr %threads, i64 %groups) {
 entry:
   %none = call i64 @word(ptr %record, i64 15)
   %threads_at = ptrtoint ptr %threads to i64
@@ -84,20 +88,28 @@ entry:
   br i1 %default, label %by_default, label %given
 by_default:
   %fewest = call i64 @word(ptr %record, i64 4)
-  %few = icmp slt i64 %groups, %fewest
-  ret i1 %few
+  %cores = call i64 @word(ptr %record, i64 16)
+  %worth = udiv i64 %groups, %fewest
+  %fewer = icmp ult i64 %worth, %cores
+  %capped = select i1 %fewer, i64 %worth, i64 %cores
+  br label %parts
 given:
   %int_type = call i64 @word(ptr %record, i64 14)
   %count = call { i64, i1 } @plain_int(ptr %threads, i64 %int_type)
   %value = extractvalue { i64, i1 } %count, 0
   %fits = extractvalue { i64, i1 } %count, 1
-  %one = icmp eq i64 %value, 1
-  %at_most_one_group = icmp sle i64 %groups, 1
   %positive = icmp sge i64 %value, 1
-  %single = and i1 %at_most_one_group, %positive
-  %either = or i1 %one, %single
-  %ok = and i1 %fits, %either
-  ret i1 %ok
+  %ok = and i1 %fits, %positive
+  br i1 %ok, label %parts, label %refused
+parts:
+  %wanted = phi i64 [ %capped, %by_default ], [ %value, %given ]
+  %more_than_groups = icmp ugt i64 %wanted, %groups
+  %at_most_groups = select i1 %more_than_groups, i64 %groups, i64 %wanted
+  %none_left = icmp eq i64 %at_most_groups, 0
+  %chunks = select i1 %none_left, i64 1, i64 %at_most_groups
+  ret i64 %chunks
+refused:
+  ret i64 -1
 }
 
 ; Whether the ndarray %array has the layout of memref entry %described; its data address if so.
@@ -341,10 +353,11 @@ groups:
   %not_too_many = icmp sle i64 %group_size, %most
   %in_range = and i1 %not_negative, %not_too_many
   %group_ok = and i1 %group_fits, %in_range
-  br i1 %group_ok, label %chunks, label %decline
-chunks:
-  %single = call i1 @one_chunk(ptr %record, ptr %threads, i64 %group_size)
-  br i1 %single, label %slots, label %decline
+  br i1 %group_ok, label %split_groups, label %decline
+split_groups:
+  %chunks = call i64 @chunk_count(ptr %record, ptr %threads, i64 %group_size)
+  %threads_ok = icmp sgt i64 %chunks, 0
+  br i1 %threads_ok, label %slots, label %decline
 slots:
   %slot_count = call i64 @word(ptr %record, i64 1)
   %slot_memory = alloca i64, i64 %slot_count, align 16
@@ -359,15 +372,69 @@ scalars:
   br i1 %scalars_ok, label %overlap, label %decline
 overlap:
   %apart = call i1 @apart(ptr %record, ptr %slot_memory)
-  br i1 %apart, label %run, label %decline
-run:
   %entry_word = call i64 @word(ptr %record, i64 2)
   %kernel = inttoptr i64 %entry_word to ptr
+  %one_chunk = icmp eq i64 %chunks, 1
+  br i1 %apart, label %split, label %decline
+split:
+  br i1 %one_chunk, label %run_here, label %pool
+run_here:
   %state = call ptr @PyEval_SaveThread()
   %code = call i32 %kernel(ptr %slot_memory, i64 0, i64 %group_size, i64 %group_size)
   call void @PyEval_RestoreThread(ptr %state)
   ret i32 %code
+pool:
+  %pool_code = call i32 @run_on_pool(ptr %record, ptr %kernel, ptr %slot_memory, i64 %chunks, i64 %group_size)
+  ret i32 %pool_code
 decline:
+  ret i32 -1
+}
+
+; Work-groups 0..%groups-1 in %chunks chunks on the published pool, with the GIL released:
+; the kernel's code, or -1 having run nothing (no pool, or one busy or too small; so many
+; chunks or work-groups that their bounds are better left to Python).
+define private i32 @run_on_pool(ptr %record, ptr %kernel, ptr %slots, i64 %chunks, i64 %groups) {
+entry:
+  %published_word = call i64 @word(ptr %record, i64 17)
+  %published = inttoptr i64 %published_word to ptr
+  %state_word = call i64 @word(ptr %published, i64 0)
+  %has_pool = icmp ne i64 %state_word, 0
+  %few_chunks = icmp ule i64 %chunks, 256
+  %few_groups = icmp ult i64 %groups, 4294967296
+  %small = and i1 %few_chunks, %few_groups
+  %possible = and i1 %has_pool, %small
+  br i1 %possible, label %bounds, label %refused
+bounds:
+  %bound_count = mul i64 %chunks, 2
+  %bounds_memory = alloca i64, i64 %bound_count, align 16
+  br label %bound
+bound:
+  %c = phi i64 [ 0, %bounds ], [ %c_next, %bound ]
+  %c_next = add i64 %c, 1
+  %begin_scaled = mul i64 %groups, %c
+  %begin = udiv i64 %begin_scaled, %chunks
+  %end_scaled = mul i64 %groups, %c_next
+  %end = udiv i64 %end_scaled, %chunks
+  %begin_index = mul i64 %c, 2
+  %end_index = add i64 %begin_index, 1
+  %begin_at = getelementptr inbounds i64, ptr %bounds_memory, i64 %begin_index
+  %end_at = getelementptr inbounds i64, ptr %bounds_memory, i64 %end_index
+  store i64 %begin, ptr %begin_at, align 8
+  store i64 %end, ptr %end_at, align 8
+  %more = icmp ult i64 %c_next, %chunks
+  br i1 %more, label %bound, label %run
+run:
+  %state = inttoptr i64 %state_word to ptr
+  %boxes_word = call i64 @word(ptr %published, i64 1)
+  %boxes = inttoptr i64 %boxes_word to ptr
+  %try_run_word = call i64 @word(ptr %published, i64 2)
+  %try_run = inttoptr i64 %try_run_word to ptr
+  %thread = call ptr @PyEval_SaveThread()
+  %code = call i32 %try_run(ptr %state, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds_memory,
+                            i64 %chunks, i64 %groups)
+  call void @PyEval_RestoreThread(ptr %thread)
+  ret i32 %code
+refused:
   ret i32 -1
 }
 

@@ -8,7 +8,9 @@ object, rank, shape, strides and writeability, each scalar's type and range, the
 arrays that must not share memory, the work-group count and its split into one chunk. A launch
 that matches runs from native code with the GIL released; any other declines, having changed
 nothing, and takes the Python path, which checks and reports. One record per kernel is in use:
-the combination last learned or last launched through the Python path.
+the combination last learned or last launched through the Python path. Work-groups split
+into several chunks run on the process's thread pool where no other launch has it
+(`pool.PUBLISHED`).
 
 The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
 struct). They are checked on probe objects once per process: where one differs (another
@@ -33,10 +35,11 @@ import numpy as np
 from nanotc import targets
 from nanotc.ir.core import Function
 from nanotc.ir.types import ScalarType
+from nanotc.runtime import pool
 from nanotc.runtime.interrupts import uninterrupted
 from nanotc.runtime.jit import JitModule, optimize
 
-_HEADER_WORDS = 16
+_HEADER_WORDS = 18
 _MEMREF_WORDS = 6
 _SCALAR_WORDS = 6
 _PAIR_WORDS = 6
@@ -95,8 +98,8 @@ class FastLaunch:
         self.call = _NATIVE_CALL(native_code().address("nanotc_fast_launch"))
         self._argument_count = len(func.arguments)
         self._entry = entry
-        # one chunk without num_threads below this many work-groups (launcher.default_split)
-        self._one_chunk_below = 2 * fewest_groups if default_threads > 1 else 2**63 - 1
+        self._fewest_groups = fewest_groups  # launcher.default_split's arguments
+        self._default_threads = default_threads
         self._memrefs = tuple(memrefs)
         self._scalars = tuple(scalars)
         self._holder = ctypes.c_void_p(0)
@@ -128,11 +131,11 @@ class FastLaunch:
         at_template = at_pairs + len(pairs)
         at_extents = at_template + len(slots)
         header = [
-            self._argument_count, len(slots), self._entry, max_groups,
-            self._one_chunk_below,
+            self._argument_count, len(slots), self._entry, max_groups, self._fewest_groups,
             len(self._memrefs), at_memrefs, len(self._scalars), at_scalars,
             len(disjoint), at_pairs, at_template,
-            id(np.ndarray), id(float), id(int), id(None),
+            id(np.ndarray), id(float), id(int), id(None), self._default_threads,
+            ctypes.addressof(pool.PUBLISHED),
         ]  # fmt: skip
         for m in range(len(self._memrefs)):  # extents' offsets: relative until now
             memrefs[m * _MEMREF_WORDS + 5] += at_extents

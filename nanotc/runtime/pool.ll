@@ -23,8 +23,10 @@
 ; mailbox, 128 bytes apart (two cache lines: no false sharing between workers):
 ;   seq, done, entry, slots, begin, end, size, code, pool, claimed
 %mailbox = type { i64, i64, ptr, ptr, i64, i64, i64, i32, ptr, i64 }
-; pool: sleepers, stop, padding, pthread_mutex_t, pthread_cond_t (room for glibc's 40 and 48)
-%pool = type { i64, i64, [48 x i8], [64 x i8], [64 x i8] }
+; pool: sleepers, stop, launching, workers, padding, pthread_mutex_t, pthread_cond_t (room
+; for glibc's 40 and 48). `launching` is 1 while a launch (or a stop) has the pool: pool.py's
+; lock orders Python's launches, and native launches (fast_launch.ll) only try for it.
+%pool = type { i64, i64, i64, i64, [32 x i8], [64 x i8], [64 x i8] }
 
 declare i32 @pthread_mutex_init(ptr, ptr)
 declare i32 @pthread_cond_init(ptr, ptr)
@@ -73,8 +75,8 @@ done:
 define private i64 @sleep_while_equal(ptr %pool, ptr %seq, i64 %seen) {
 entry:
   %sleepers = getelementptr inbounds %pool, ptr %pool, i32 0, i32 0
-  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
-  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 4
+  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 5
+  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 6
   call i32 @pthread_mutex_lock(ptr %mutex)
   atomicrmw add ptr %sleepers, i64 1 seq_cst
   br label %check
@@ -163,8 +165,8 @@ exit:
 define private void @wake_sleepers(ptr %pool) {
 entry:
   %sleepers = getelementptr inbounds %pool, ptr %pool, i32 0, i32 0
-  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
-  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 4
+  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 5
+  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 6
   %n = load atomic i64, ptr %sleepers seq_cst, align 8
   %any = icmp ne i64 %n, 0
   br i1 %any, label %wake, label %done
@@ -229,8 +231,8 @@ exit:
 ; Runs work-groups [bounds[2c], bounds[2c + 1]) of a launch of `size` for every chunk c <
 ; %chunks through the packed entry point %kernel: chunk c < %chunks - 1 on worker c, the last on the
 ; calling thread. Returns the bitwise or of the entry's return codes.
-define i32 @nanotc_pool_run(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
-                            i64 %chunks, i64 %size) {
+define private i32 @run_chunks(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
+                               i64 %chunks, i64 %size) {
 entry:
   %workers = sub i64 %chunks, 1
   br label %post_loop
@@ -274,12 +276,76 @@ exit:
   ret i32 %codes
 }
 
+; Whether this thread now has the pool (`launching` was 0).
+define private i1 @try_take(ptr %pool) {
+  %launching = getelementptr inbounds %pool, ptr %pool, i32 0, i32 2
+  %result = cmpxchg ptr %launching, i64 0, i64 1 acquire monotonic
+  %taken = extractvalue { i64, i1 } %result, 1
+  ret i1 %taken
+}
+
+; Waits until this thread has the pool: a native launch on it finishes first.
+define private void @take_pool(ptr %pool) {
+entry:
+  br label %try
+try:
+  %taken = call i1 @try_take(ptr %pool)
+  br i1 %taken, label %exit, label %wait
+wait:
+  call void @relax()
+  call i32 @sched_yield()
+  br label %try
+exit:
+  ret void
+}
+
+define private void @give_pool(ptr %pool) {
+  %launching = getelementptr inbounds %pool, ptr %pool, i32 0, i32 2
+  store atomic i64 0, ptr %launching release, align 8
+  ret void
+}
+
+; @run_chunks for pool.py, which has checked that the pool has %chunks - 1 workers.
+define i32 @nanotc_pool_run(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
+                            i64 %chunks, i64 %size) {
+  call void @take_pool(ptr %pool)
+  %code = call i32 @run_chunks(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
+                               i64 %chunks, i64 %size)
+  call void @give_pool(ptr %pool)
+  ret i32 %code
+}
+
+; @run_chunks for a native launch: -1, having run nothing, while another launch has the pool
+; or where it has fewer than %chunks - 1 workers (none once stopped).
+define i32 @nanotc_pool_try_run(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
+                                i64 %chunks, i64 %size) {
+entry:
+  %taken = call i1 @try_take(ptr %pool)
+  br i1 %taken, label %count, label %refused
+count:
+  %workers_at = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
+  %workers = load i64, ptr %workers_at, align 8
+  %needed = sub i64 %chunks, 1
+  %enough = icmp ule i64 %needed, %workers
+  br i1 %enough, label %run, label %give_back
+run:
+  %code = call i32 @run_chunks(ptr %pool, ptr %boxes, ptr %kernel, ptr %slots, ptr %bounds,
+                               i64 %chunks, i64 %size)
+  call void @give_pool(ptr %pool)
+  ret i32 %code
+give_back:
+  call void @give_pool(ptr %pool)
+  br label %refused
+refused:
+  ret i32 -1
+}
+
 ; Initialises the pool and starts %workers threads (ids into %threads); returns how many
 ; started.
 define i64 @nanotc_pool_start(ptr %pool, ptr %boxes, i64 %workers, ptr %threads) {
 entry:
-  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
-  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 4
+  %mutex = getelementptr inbounds %pool, ptr %pool, i32 0, i32 5
+  %cond = getelementptr inbounds %pool, ptr %pool, i32 0, i32 6
   call i32 @pthread_mutex_init(ptr %mutex, ptr null)
   call i32 @pthread_cond_init(ptr %cond, ptr null)
   br label %loop
@@ -299,17 +365,27 @@ started:
   %w_next = add i64 %w, 1
   br label %loop
 exit:
+  %workers_at = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
+  store i64 %w, ptr %workers_at, align 8
   ret i64 %w
 }
 
-; Stops and joins the first %workers workers (all of them idle: no launch is running).
+; Stops and joins the first %workers workers, once no launch is running; a pool stopped
+; before is left as it is. The pool stays taken: native launches find it so and run elsewhere.
 define void @nanotc_pool_stop(ptr %pool, ptr %boxes, i64 %workers, ptr %threads) {
 entry:
   %stop_at = getelementptr inbounds %pool, ptr %pool, i32 0, i32 1
+  %before = load atomic i64, ptr %stop_at acquire, align 8
+  %stopped = icmp ne i64 %before, 0
+  br i1 %stopped, label %exit, label %take
+take:
+  call void @take_pool(ptr %pool)
+  %workers_at = getelementptr inbounds %pool, ptr %pool, i32 0, i32 3
+  store i64 0, ptr %workers_at, align 8
   store atomic i64 1, ptr %stop_at seq_cst, align 8
   br label %bump_loop
 bump_loop:
-  %w = phi i64 [ 0, %entry ], [ %w_next, %bump ]
+  %w = phi i64 [ 0, %take ], [ %w_next, %bump ]
   %bumping = icmp ult i64 %w, %workers
   br i1 %bumping, label %bump, label %wake
 bump:

@@ -11,13 +11,15 @@ its core to another process does not hold the launch up. (A `ThreadPoolExecutor`
 more per two-thread launch than one thread did: a queue, a future and two thread wakeups.)
 
 One process-wide pool serves every launch, one launch at a time; it grows when a launch asks
-for more threads than it has. Its threads are joined at exit, before the JIT frees their
-code. The code is compiled once per process and kept: a child process forked from this one
-starts threads of its own on the code it inherited, and neither frees the parent's pool
-nor calls into LLVM to do so (another parent thread may have held llvmlite's lock at the
-fork, and the child would wait on it forever). Ctrl-C waits until a start or stop is done
-and recorded (`interrupts.interrupts_held`), so the workers running always match the pool's
-count.
+for more threads than it has. Native launches (`fast_launch`) use the pool `PUBLISHED` for
+them only when no other launch has it and it has the workers they need; otherwise they
+decline, and the launch takes the Python path here, which waits its turn. Its threads are
+joined at exit, before the JIT frees their code. The code is compiled once per process and
+kept: a child process forked from this one starts threads of its own on the code it
+inherited, and neither frees the parent's pool nor calls into LLVM to do so (another parent
+thread may have held llvmlite's lock at the fork, and the child would wait on it forever).
+Ctrl-C waits until a start or stop is done and recorded (`interrupts.interrupts_held`), so
+the workers running always match the pool's count.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class _PoolCode:
         self.start = _START(self.module.address("nanotc_pool_start"))
         self.stop = _STOP(self.module.address("nanotc_pool_stop"))
         self.run = _RUN(self.module.address("nanotc_pool_run"))
+        self.try_run_address = self.module.address("nanotc_pool_try_run")
 
 
 @lru_cache
@@ -150,6 +153,19 @@ def _aligned_zeros(size: int, alignment: int = 128) -> np.ndarray:
 _pool_lock = threading.Lock()
 _pool: NativePool | None = None
 
+PUBLISHED = (ctypes.c_int64 * 3)()
+"""The process's pool for native launches (`fast_launch.ll`): the addresses of its state, its
+mailboxes and `nanotc_pool_try_run`; zeros while there is none."""
+_published: list[NativePool] = []  # never freed: a native launch may hold one's addresses
+
+
+def _publish(pool: NativePool | None) -> None:
+    if pool is None:
+        PUBLISHED[:] = [0, 0, 0]
+        return
+    _published.append(pool)
+    PUBLISHED[:] = [pool._state_at, pool._boxes_at, pool._code.try_run_address]
+
 
 def pool_for(chunks: int) -> NativePool:
     """The process's pool, started or grown so that it runs `chunks` chunks at once."""
@@ -157,9 +173,11 @@ def pool_for(chunks: int) -> NativePool:
     with _pool_lock:
         if _pool is None or _pool.workers < chunks - 1:
             with interrupts_held():  # Ctrl-C after the new pool is recorded, not before
+                _publish(None)
                 if _pool is not None:
                     _pool.stop()
                 _pool = NativePool(chunks - 1)
+                _publish(_pool)
         return _pool
 
 
@@ -175,6 +193,7 @@ def run_chunks(entry: int, slots: int, bounds: int, chunks: int, size: int) -> i
 def _shutdown() -> None:
     global _pool
     with _pool_lock:
+        _publish(None)
         if _pool is not None:
             _pool.stop()
             _pool = None
@@ -187,6 +206,7 @@ def _forget_in_child() -> None:
     """A forked child has none of the parent's threads: its launches start a new pool. The
     parent's stays referenced, as freeing it could free LLVM objects of the parent's."""
     global _pool, _pool_lock
+    _publish(None)
     if _pool is not None:
         _inherited.append(_pool)
     _pool, _pool_lock = None, threading.Lock()

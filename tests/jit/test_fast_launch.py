@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nanotc.runtime import fast_launch
+from nanotc.runtime import fast_launch, pool
 from nanotc.runtime.arguments import ArgumentError
-from nanotc.runtime.launcher import Kernel
+from nanotc.runtime.launcher import Kernel, default_threads
 
 from .helpers import compiled
 
@@ -87,7 +87,7 @@ def test_a_known_layout_launches_natively_on_fresh_arrays_and_scalars(kernel: Ke
 
 @pytest.mark.parametrize(
     "change",
-    ["subclass", "equal_dtype", "shape", "group_numpy", "threads", "alpha_numpy"],
+    ["subclass", "equal_dtype", "shape", "group_numpy", "alpha_numpy"],
 )
 def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, change: str) -> None:
     a, b, c = operands()
@@ -107,8 +107,6 @@ def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, c
         groups = 7
     elif change == "group_numpy":
         groups = np.int64(6)
-    elif change == "threads":  # work-groups of two chunks run on the pool
-        groups, threads = 6, 2
     elif change == "alpha_numpy":
         alpha = np.float32(1.0)
     want = expected(1.0, a, b, c)
@@ -237,3 +235,58 @@ def test_kernels_with_scalars_native_code_does_not_read_launch_through_python() 
     kernel(1.5, y, group_size=1)
     kernel(2.5, y, group_size=1)
     assert y[0] == 2.5
+
+
+@pytest.mark.parametrize("threads", [2, 3, None])
+def test_launches_of_several_chunks_run_natively_on_the_pool(kernel: Kernel, threads: int | None):
+    """num_threads, or without it enough work-groups for each core (98 of f32 8^3 a thread)."""
+    if threads is None and default_threads() < 2:
+        pytest.skip("one core: a launch without num_threads is one chunk")
+    pool.pool_for(3)  # two workers, published
+    a, b, c = operands(batch=200)
+    kernel(1.0, a, b, c, group_size=200, num_threads=threads)
+    python = PythonPath(kernel)
+    for launch in range(3):
+        a, b, c = operands(batch=200, seed=launch + 1)
+        want = expected(1.0, a, b, c)
+        kernel(1.0, a, b, c, group_size=200 - launch, num_threads=threads)
+        done = 200 - launch
+        np.testing.assert_allclose(c[:, :, :done], want[:, :, :done], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(
+            c[:, :, done:], operands(batch=200, seed=launch + 1)[2][:, :, done:]
+        )
+    assert python.entries == 0
+
+
+def test_a_pool_another_launch_has_sends_the_launch_to_wait_in_python(kernel: Kernel) -> None:
+    """The pool's `launching` word (its third) held as by another launch: the native launch
+    declines; the Python path then waits for the pool, given back here on its entry."""
+    process_pool = pool.pool_for(2)
+    a, b, c = operands(batch=8)
+    kernel(1.0, a, b, c, group_size=8, num_threads=2)
+    launching = process_pool._state[16:24].view(np.int64)
+    python = PythonPath(kernel)
+    slot_values = kernel._known.slot_values
+
+    def give_back_then_go_on(*args: Any) -> Any:
+        launching[0] = 0
+        return slot_values(*args)
+
+    kernel._known.slot_values = give_back_then_go_on  # type: ignore[method-assign]
+    launching[0] = 1
+    want = expected(1.0, a, b, c)
+    kernel(1.0, a, b, c, group_size=8, num_threads=2)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+    assert python.entries == 1
+    assert launching[0] == 0
+
+
+def test_a_pool_of_too_few_workers_grows_through_python_first(kernel: Kernel) -> None:
+    threads = pool.pool_for(2).workers + 2
+    a, b, c = operands(batch=threads)
+    kernel(1.0, a, b, c, group_size=threads, num_threads=1)
+    python = PythonPath(kernel)
+    for _ in range(2):
+        kernel(1.0, a, b, c, group_size=threads, num_threads=threads)
+    assert python.entries == 1  # the first grows the pool; the second runs natively on it
+    assert pool.pool_for(2).workers >= threads - 1

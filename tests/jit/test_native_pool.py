@@ -4,6 +4,7 @@ the process exits cleanly with its workers running; Ctrl-C during starts, stops 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -306,3 +307,31 @@ def test_ctrl_c_storm_during_compiles_raises_keyboard_interrupt_only() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["compiles", "True", "interrupts", "True"]
+
+
+_TRY_RUN = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 5, ctypes.c_int64, ctypes.c_int64)
+
+
+def test_native_launches_get_the_pool_only_while_no_launch_has_it(recorder: jit.JitModule) -> None:
+    """`nanotc_pool_try_run` (native launches) runs nothing and returns -1 while the pool is
+    taken, where it has too few workers, and once it is stopped; a second stop returns."""
+    workers = pool.NativePool(1)
+    try_run = _TRY_RUN(workers._code.try_run_address)
+    bounds = np.array([(0, 1), (1, 2)], dtype=np.int64)
+    slots = np.zeros(8, dtype=np.int64)
+    launching = workers._state[16:24].view(np.int64)
+
+    def attempt(chunks: int) -> int:
+        return try_run(workers._state_at, workers._boxes_at, recorder.address("record"),
+                       slots.ctypes.data, bounds.ctypes.data, chunks, 2)  # fmt: skip
+
+    assert attempt(2) == 3 and list(slots[:2]) == [1, 2]
+    launching[0] = 1
+    assert attempt(2) == -1
+    launching[0] = 0
+    assert attempt(3) == -1  # two workers wanted
+    assert list(slots[:2]) == [1, 2]
+    workers.stop()
+    assert attempt(2) == -1 and attempt(1) == -1
+    workers._call_stop(1)  # stopped before: returns at once
+    assert list(slots[:2]) == [1, 2]
