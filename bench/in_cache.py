@@ -10,6 +10,9 @@ would put the percent of peak of rows timed in another phase off by as much. Pee
 arrays, where installed: libxsmm, torch, numpy (as in W2's cache variant).
 
     python -m bench.in_cache [--shapes 64x64x256,64x64x64] [--dtypes f32]
+
+`bench/k_step.py` measures the ceiling below this on AVX-512 hosts: a tile's bare k step, in
+assembly, against the same peak loop.
 """
 
 from __future__ import annotations

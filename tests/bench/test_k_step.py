@@ -1,0 +1,64 @@
+"""bench.k_step: hand-scheduled k steps are real gemms (checked), and time beside the FMA-only
+loop. No speed is asserted."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import pytest
+
+from bench import harness, k_step
+from bench.harness import Settings
+from bench.k_step import Tile
+from nanotc import targets
+
+QUICK = replace(Settings(quick=True).quick_defaults(), repeats=1, budget=0.05)
+
+needs_avx512 = pytest.mark.skipif(
+    "+avx512f" not in targets.host().llvm_features.split(","), reason="AVX-512 assembly"
+)
+
+
+@needs_avx512
+def test_every_tile_computes_its_gemm_and_gets_a_rate() -> None:
+    tiles = [Tile.parse(t) for t in ("4x6", "3x8u2", "2x12u4", "1x1")]
+    results = k_step.run(QUICK, tiles, (8, 16))
+    assert [(r.steps, r.tile) for r in results] == [
+        (s, t) for s in (8, 16) for t in ("fma-only", "4x6", "3x8u2", "2x12u4", "1x1")
+    ]
+    assert all(r.gflops > 0 and r.percent_fma_only > 0 for r in results)
+    assert all(r.percent_fma_only == 100 for r in results if r.tile == "fma-only")
+
+
+@needs_avx512
+def test_a_k_step_that_skips_a_column_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assembly = k_step.k_step_assembly
+
+    def without_last_fma(tile: Tile, step: int) -> list[str]:
+        lines = assembly(tile, step)
+        return lines[:-1] if tile.loads else lines
+
+    monkeypatch.setattr(k_step, "k_step_assembly", without_last_fma)
+    with pytest.raises(harness.ValidationError, match="4x6"):
+        k_step.run(QUICK, [Tile.parse("4x6")], (8,))
+
+
+def test_the_k_step_issues_a_tiles_loads_broadcasts_and_fmas() -> None:
+    lines = k_step.k_step_assembly(Tile.parse("3x8"), 1)
+    assert sum(line.startswith("vmovups") for line in lines) == 3
+    assert sum(line.startswith("vbroadcastss") for line in lines) == 8
+    assert sum(line.startswith("vfmadd231ps") for line in lines) == 24
+    assert "vmovups 192(%rax), %zmm24" in lines  # the second unrolled step's first vector
+    assert "vbroadcastss 1028(%rcx), %zmm28" in lines  # column 1, row 1
+
+
+@pytest.mark.parametrize("text", ["5x6", "4x7", "0x4u0", "4x6u0"])
+def test_tiles_beyond_the_registers_or_unrolled_zero_times_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        Tile.parse(text)
+
+
+def test_steps_must_be_a_multiple_of_the_unrolling() -> None:
+    with pytest.raises(ValueError, match="multiple"):
+        k_step.KLoop(Tile.parse("4x6u4"), 6, None)  # type: ignore[arg-type]
