@@ -5,11 +5,11 @@ A kernel launch that binding has accepted teaches the launcher its layouts
 (`launcher.KnownLayouts`); this module turns such a combination into a record of words that
 native code compares a later launch's arguments against: each array's type object, dtype
 object, rank, shape, strides and writeability, each scalar's type and range, the byte ranges of
-arrays that must not share memory, the work-group count and its split into one chunk. A launch
-that matches runs from native code with the GIL released; any other declines, having changed
-nothing, and takes the Python path, which checks and reports. One record per kernel is in use:
-the combination last learned or last launched through the Python path. Work-groups split
-into several chunks run on the process's thread pool where no other launch has it
+arrays that must not share memory, the most work-groups and how launcher.py splits them into
+chunks. A launch that matches runs from native code with the GIL released; any other declines,
+having changed nothing, and takes the Python path, which checks and reports. One record per
+kernel is in use: the combination last learned or last launched through the Python path. Work-
+groups split into several chunks run on the process's thread pool where no other launch has it
 (`pool.PUBLISHED`).
 
 The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
@@ -40,9 +40,7 @@ from nanotc.runtime.interrupts import uninterrupted
 from nanotc.runtime.jit import JitModule, optimize
 
 _HEADER_WORDS = 18
-_MEMREF_WORDS = 6
-_SCALAR_WORDS = 6
-_PAIR_WORDS = 6
+_MEMREF_WORDS = 6  # fast_launch.ll's memref entries; its scalar and pair entries are 6 too
 _KIND = {ScalarType.F64: 0, ScalarType.F32: 1}
 _INTEGER_KIND = 2
 _PYTHON_API = ("PyEval_SaveThread", "PyEval_RestoreThread", "PyLong_AsLongLongAndOverflow")
@@ -69,6 +67,8 @@ class Memref(NamedTuple):
 
 
 class Scalar(NamedTuple):
+    """A scalar parameter: its index, its slot and its type."""
+
     param: int
     slot: int
     type: ScalarType
