@@ -8,9 +8,9 @@ object, rank, shape, strides and writeability, each scalar's type and range, the
 arrays that must not share memory, the most work-groups and how launcher.py splits them into
 chunks. A launch that matches runs from native code with the GIL released; any other declines,
 having changed nothing, and takes the Python path, which checks and reports. One record per
-kernel is in use: the combination last learned or last launched through the Python path. Work-
-groups split into several chunks run on the process's thread pool where no other launch has it
-(`pool.PUBLISHED`).
+kernel is in use: the combination last learned or last launched through the Python path.
+Work-groups split into several chunks run on the process's thread pool where no other launch
+has it (`pool.PUBLISHED`).
 
 The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
 struct). They are checked on probe objects once per process: where one differs (another
