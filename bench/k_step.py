@@ -1,23 +1,25 @@
 """The K loop's ceiling on this core: hand-scheduled AVX-512 f32 k steps against the peak loop.
 
-    python -m bench.k_step [--steps 64,128] [--tiles 4x6,3x8,2x12,4x6u2,3x8u2,2x12u2]
+    python -m bench.k_step [--steps 64,128] [--tiles 4x6,3x8,2x12,4x6u2,3x8u2,2x12u2,2x8e]
 
-A gemm's K loop does what the peak loop (`bench/peak.py`) does plus loads: each k step of a
-V x N register tile (V vectors of 16 floats by N columns) loads V vectors of A and broadcasts
-N elements of B, and issues V * N FMAs into V * N accumulators. Here each tile's k step is
+A gemm's K loop does what the peak loop (`bench/peak.py`) does plus loads: each k step of a V x
+N register tile (V vectors of 16 floats by N columns) loads V vectors of A and broadcasts N
+elements of B, and issues V * N FMAs into V * N accumulators. Here each tile's k step is
 written in assembly (inline in LLVM IR, so the compiler neither schedules nor allocates it),
-`u2` unrolled twice, its A (`steps` vectors of V * 16 floats, consecutive) and B (N columns
-1 KiB apart) in L1. Each loop is a real gemm, checked against numpy, and timed in the same
-interleaved rounds as a loop of the same FMAs on registers only ("fma-only", V x N = 24 FMAs a
-step). The percent of that loop is the ceiling a K loop of that tile reaches on this core
-(before anything else a gemm does: C's loads and stores, moving between tiles, A or B beyond
-L1): a target above it is out of reach for any code on this machine.
+`u2` unrolled twice, `e` with B as the FMAs' broadcast memory operands, its A (`steps` vectors
+of V * 16 floats, consecutive) and B (N columns 1 KiB apart) in L1. Each loop is a real gemm,
+checked against numpy, and timed in the same interleaved rounds as a loop of the same FMAs on
+registers only ("fma-only", V x N = 24 FMAs a step). The percent of that loop is the ceiling a
+K loop of that tile reaches on this core (before anything else a gemm does: C's loads and
+stores, moving between tiles, A or B beyond L1): a target above it is out of reach for any code
+on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -38,31 +40,39 @@ _LOOP = ctypes.CFUNCTYPE(
 
 @dataclass(frozen=True)
 class Tile:
-    """V vectors by N columns, the k step unrolled `unroll` times; 'fma-only' when `loads` is
-    False (the peak loop's 24 FMAs a step on registers)."""
+    """V vectors by N columns, the k step unrolled `unroll` times; B's elements broadcast into a
+    register per column, or (`embedded`, suffix e) as every FMA's `{1to16}` memory operand;
+    'fma-only' when `loads` is False (the peak loop's 24 FMAs a step on registers)."""
 
     vectors: int
     columns: int
     unroll: int = 1
+    embedded: bool = False
     loads: bool = True
 
     @property
     def name(self) -> str:
         if not self.loads:
             return "fma-only"
-        return f"{self.vectors}x{self.columns}" + (f"u{self.unroll}" if self.unroll > 1 else "")
+        unrolled = f"u{self.unroll}" if self.unroll > 1 else ""
+        return f"{self.vectors}x{self.columns}{'e' if self.embedded else ''}{unrolled}"
 
     @staticmethod
     def parse(text: str) -> Tile:
-        shape, _, unroll = text.partition("u")
-        vectors, columns = (int(x) for x in shape.split("x"))
-        tile = Tile(vectors, columns, int(unroll or 1))
-        if vectors * columns + vectors + 1 > 32 or tile.unroll < 1:
+        """VxN[e][uU], e.g. 4x6, 2x8e, 3x8u2."""
+        match = re.fullmatch(r"(\d+)x(\d+)(e?)(?:u(\d+))?", text)
+        if match is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected VxN[e][uU], e.g. 2x8eu2")
+        vectors, columns, embedded, unroll = match.groups()
+        tile = Tile(int(vectors), int(columns), int(unroll or 1), embedded == "e")
+        if tile.vectors < 1 or tile.columns < 1 or tile.unroll < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: vectors, columns and unrolling from 1")
+        if tile.vectors * tile.columns + tile.vectors + 1 > 32:
             raise argparse.ArgumentTypeError(f"{text!r}: needs more than 32 zmm registers")
         return tile
 
 
-FMA_ONLY = Tile(4, 6, 1, loads=False)
+FMA_ONLY = Tile(4, 6, loads=False)
 
 
 def k_step_assembly(tile: Tile, step: int) -> list[str]:
@@ -73,8 +83,13 @@ def k_step_assembly(tile: Tile, step: int) -> list[str]:
         return [f"vfmadd231ps %zmm{a_regs[0]}, %zmm{a_regs[1]}, %zmm{j}" for j in range(v * n)]
     lines = [f"vmovups {(step * v + i) * 64}(%rax), %zmm{a_regs[i]}" for i in range(v)]
     for j in range(n):
+        b_at = f"{j * B_COLUMN_BYTES + 4 * step}(%rcx)"
+        if tile.embedded:
+            lines += [f"vfmadd231ps {b_at}{{1to16}}, %zmm{a_regs[i]}, %zmm{j * v + i}"
+                      for i in range(v)]  # fmt: skip
+            continue
         b_reg = v * n + v + j % 2 if v * n + v + 1 < 32 else v * n + v
-        lines.append(f"vbroadcastss {j * B_COLUMN_BYTES + 4 * step}(%rcx), %zmm{b_reg}")
+        lines.append(f"vbroadcastss {b_at}, %zmm{b_reg}")
         lines += [f"vfmadd231ps %zmm{a_regs[i]}, %zmm{b_reg}, %zmm{j * v + i}" for i in range(v)]
     return lines
 

@@ -22,10 +22,10 @@ needs_avx512 = pytest.mark.skipif(
 
 @needs_avx512
 def test_every_tile_computes_its_gemm_and_gets_a_rate() -> None:
-    tiles = [Tile.parse(t) for t in ("4x6", "3x8u2", "2x12u4", "1x1")]
+    tiles = [Tile.parse(t) for t in ("4x6", "3x8u2", "2x12u4", "1x1", "2x8eu2")]
     results = k_step.run(QUICK, tiles, (8, 16))
     assert [(r.steps, r.tile) for r in results] == [
-        (s, t) for s in (8, 16) for t in ("fma-only", "4x6", "3x8u2", "2x12u4", "1x1")
+        (s, t) for s in (8, 16) for t in ("fma-only", "4x6", "3x8u2", "2x12u4", "1x1", "2x8eu2")
     ]
     assert all(r.gflops > 0 and r.percent_fma_only > 0 for r in results)
     assert all(r.percent_fma_only == 100 for r in results if r.tile == "fma-only")
@@ -53,7 +53,14 @@ def test_the_k_step_issues_a_tiles_loads_broadcasts_and_fmas() -> None:
     assert "vbroadcastss 1028(%rcx), %zmm28" in lines  # column 1, row 1
 
 
-@pytest.mark.parametrize("text", ["5x6", "4x7", "0x4u0", "4x6u0"])
+def test_embedded_broadcasts_are_the_fmas_memory_operands() -> None:
+    lines = k_step.k_step_assembly(Tile.parse("2x8e"), 0)
+    assert sum(line.startswith("vmovups") for line in lines) == 2
+    assert not any(line.startswith("vbroadcastss") for line in lines)
+    assert "vfmadd231ps 1024(%rcx){1to16}, %zmm17, %zmm3" in lines  # column 1, vector 1
+
+
+@pytest.mark.parametrize("text", ["5x6", "4x7", "0x4u0", "4x6u0", "4x6x", "2x8ue"])
 def test_tiles_beyond_the_registers_or_unrolled_zero_times_are_refused(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         Tile.parse(text)
