@@ -90,6 +90,23 @@ def load() -> Blis | str:
     if not path:
         return "libblis not found (Debian: apt-get install libblis-dev)"
     try:
-        return Blis(path)
+        with _affinity_kept():
+            return Blis(path)
     except (OSError, AttributeError) as error:
         return f"{path} unusable ({error})"
+
+
+@contextmanager
+def _affinity_kept() -> Iterator[None]:
+    """The calling thread's CPUs as they were before: Debian's OpenMP libblis, initialised after
+    the libxsmm driver is loaded, binds it to CPU 0, and every thread it starts later (nanotc's
+    pool workers, the next peer's) would share that one core (the tests after tests/bench ran
+    on one core, and benchmarks on two threads would have)."""
+    if not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    cpus = os.sched_getaffinity(0)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, cpus)
