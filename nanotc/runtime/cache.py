@@ -11,7 +11,8 @@ from the source by the caller (a few milliseconds): launching needs its checked 
 
 Where: `$NANOTC_CACHE_DIR`, else `$XDG_CACHE_HOME/nanotc`, else `~/.cache/nanotc`;
 `NANOTC_CACHE=0` disables the cache, `NANOTC_CACHE=memory` keeps it in memory only. Entries
-live in `kernels/<xx>/<key>.nko`.
+live in `kernels/<xx>/<key>.nko`; nanotc's own runtime code (`runtime_module`) in
+`runtime/kernels/`, apart from the kernels that `nanotc cache` counts and clears.
 
 Trust: entries are machine code that a hit runs, so the directory is created private to its
 owner; point `NANOTC_CACHE_DIR` only at a directory no one else can write.
@@ -357,12 +358,32 @@ def active(enabled: bool | None = None) -> KernelCache | None:
     mode = mode_from_environment()
     if enabled is False or (enabled is None and mode == "off"):
         return None
-    directory = None if mode == "memory" else cache_directory()
+    return _cache_at(None if mode == "memory" else cache_directory())
+
+
+def _cache_at(directory: Path | None) -> KernelCache:
     with _caches_lock:
         cache = _caches.get(directory)
         if cache is None:
             cache = _caches[directory] = KernelCache(directory, _max_bytes())
         return cache
+
+
+def runtime_module(name: str, text: str, target: Target) -> jit.ObjectModule | jit.JitModule:
+    """nanotc's own LLVM IR (the thread pool, native launches) as machine code for this
+    process, cached like a kernel's in the directory's `runtime/`: compiling it took 60-90 ms
+    at a process's first launch, loading it a few."""
+    kernels = active()
+    if kernels is None:
+        return jit.JitModule(jit.optimize(text, target), target)
+    # beside the kernels, not among them: `nanotc cache` counts and clears the user's kernels
+    store = _cache_at(None if kernels.directory is None else kernels.directory / "runtime")
+    key = cache_key(text, target, f"runtime {name}")
+    meta: dict[str, Any] = {"source": name, "kernels": [], "target": target.name}
+    code, _ = store.get_or_build(
+        key, target, lambda: jit.jit_object_code(jit.optimize(text, target), target), meta
+    )
+    return code
 
 
 def _caller_outside_nanotc() -> int:

@@ -35,9 +35,10 @@ import numpy as np
 from nanotc import targets
 from nanotc.ir.core import Function
 from nanotc.ir.types import ScalarType
+from nanotc.runtime import cache as kernel_cache
 from nanotc.runtime import pool
 from nanotc.runtime.interrupts import uninterrupted
-from nanotc.runtime.jit import JitModule, optimize
+from nanotc.runtime.jit import JitModule, ObjectModule
 
 _HEADER_WORDS = 18
 _MEMREF_WORDS = 6  # fast_launch.ll's memref entries; its scalar and pair entries are 6 too
@@ -164,13 +165,13 @@ def _scalar_words(scalar: Scalar) -> list[int]:
 
 @lru_cache(maxsize=1)
 @uninterrupted
-def native_code() -> JitModule:
-    """fast_launch.ll, compiled once per process with the Python API it calls bound."""
+def native_code() -> ObjectModule | JitModule:
+    """fast_launch.ll's machine code (from the kernel cache), loaded once per process with the
+    Python API it calls bound."""
     for name in _PYTHON_API:
         llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
-    target = targets.host()
     text = resources.files(__package__).joinpath("fast_launch.ll").read_text()
-    return JitModule(optimize(text, target), target)
+    return kernel_cache.runtime_module("fast_launch.ll", text, targets.host())
 
 
 @lru_cache(maxsize=1)

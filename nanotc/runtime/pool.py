@@ -35,8 +35,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from nanotc import targets
+from nanotc.runtime import cache as kernel_cache
 from nanotc.runtime.interrupts import interrupts_held, uninterrupted
-from nanotc.runtime.jit import JitModule, optimize
 
 # About 100 µs at this machine's 2.6 GHz timestamp counter: covers the Python work (argument
 # binding, the caller's own loop) between the launches of a loop of small kernels.
@@ -76,8 +76,8 @@ class _PoolCode:
     """pool.ll's machine code and its three entry points."""
 
     def __init__(self, spin_cycles: int):
-        target = targets.host()
-        self.module = JitModule(optimize(pool_source(spin_cycles), target), target)
+        self.module = kernel_cache.runtime_module("pool.ll", pool_source(spin_cycles),
+                                                  targets.host())  # fmt: skip
         self.start = _START(self.module.address("nanotc_pool_start"))
         self.stop = _STOP(self.module.address("nanotc_pool_stop"))
         self.run = _RUN(self.module.address("nanotc_pool_run"))

@@ -294,3 +294,36 @@ def test_machine_code_lives_as_long_as_what_can_run_it(cache_dir: Path, cache: b
         kernel_cache.active(True).clear()  # type: ignore[union-attr]
     gc.collect()
     assert native() is None
+
+
+RUNTIME_CHILD = f"""
+import numpy as np, nanotc
+kernel = nanotc.compile({SCALE!r})["scale"]
+x = np.arange(4.0)
+kernel(2.0, x, group_size=4, num_threads=2)  # binds, starts the pool
+kernel(2.0, x, group_size=4, num_threads=2)  # natively
+assert x.tolist() == [0, 4, 8, 12], x
+"""
+
+
+def test_the_pool_and_native_launch_code_is_cached_beside_the_kernels(cache_dir: Path) -> None:
+    """The first process compiles pool.ll and fast_launch.ll into `runtime/`; the next loads
+    them from there (read and touched, not rewritten); neither counts as a kernel."""
+
+    def child() -> None:
+        result = subprocess.run([sys.executable, "-c", RUNTIME_CHILD], capture_output=True,
+                                text=True, timeout=120, env=os.environ.copy())  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    child()
+    runtime = sorted((cache_dir / "runtime" / "kernels").glob("*/*.nko"))
+    assert sorted(kernel_cache.read_header(p)["source"] for p in runtime) == [  # type: ignore[index]
+        "fast_launch.ll", "pool.ll"
+    ]  # fmt: skip
+    assert len(entries(cache_dir)) == 1
+    before = {p: p.stat().st_ino for p in runtime}
+    for path in runtime:
+        os.utime(path, (1000, 1000))
+    child()
+    assert {p: p.stat().st_ino for p in runtime} == before
+    assert all(p.stat().st_mtime > 1000 for p in runtime)
