@@ -165,9 +165,8 @@ class KLoop:
         harness.check_gemm(what, self.c, expected, bound, self.steps, np.float32)
 
     def flops(self) -> float:
-        fmas = FMA_ONLY.vectors * FMA_ONLY.columns if not self.tile.loads else None
-        per_step = fmas if fmas is not None else self.tile.vectors * self.tile.columns
-        return 2.0 * LANES * per_step * self.steps
+        """Every loop, FMA-only too, issues V * N FMAs a k step."""
+        return 2.0 * LANES * self.tile.vectors * self.tile.columns * self.steps
 
 
 class Result(NamedTuple):

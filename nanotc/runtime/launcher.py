@@ -6,8 +6,8 @@ contiguous chunks and runs them in one native call that releases the GIL: one ch
 calling thread, the others on the workers of the native pool (`nanotc.runtime.pool`). Without
 `num_threads`, a chunk per available core, but fewer where chunks would take too little work
 to pay for a thread (`chunk_groups`). A call whose arrays all have layouts bound before skips
-binding (`KnownLayouts`), and runs from native code altogether when it matches the last of
-them exactly and takes one chunk (`fast_launch`); `prepare` binds once for any number of
+binding (`KnownLayouts`), and runs from native code altogether, pool included, when it
+matches the last of them exactly (`fast_launch`); `prepare` binds once for any number of
 launches on the same arguments.
 """
 
