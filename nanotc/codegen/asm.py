@@ -14,6 +14,7 @@ from dataclasses import dataclass
 _LABEL = re.compile(r"^(\.?[\w.$]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+(\.?[\w.$]+)")
 _STACK = re.compile(r"\(%rsp\)")  # %rbp is an ordinary register: no frame pointers
+_VECTOR = re.compile(r"%[xyz]mm\d+")
 _INDEXED = re.compile(r"\(%\w*,%\w+")  # (base,index[,scale]) or (,index,scale)
 _NO_FALL_THROUGH = ("jmp", "ret", "ud2")  # mnemonics after which the next block is not run
 _ENDS_BLOCK = ("j", "ret", "ud2")  # every jump, conditional or not
@@ -67,6 +68,17 @@ def function_lines(assembly: str, name: str) -> list[str]:
     body = lines[start + 1 : end]
     return [
         x for x in body if _LABEL.match(x) or (x.strip() and not x.lstrip().startswith((".", "#")))
+    ]
+
+
+def vector_stack_accesses(assembly: str, function: str) -> list[str]:
+    """The function's instructions that move a vector register to or from the stack: spills
+    wherever they are, straight-line kernels (K unrolled completely) included. No vector
+    register is callee-saved in the System V ABI, so none is saved in a prologue."""
+    return [
+        line
+        for line in function_lines(assembly, function)
+        if _STACK.search(line) and _VECTOR.search(line)
     ]
 
 

@@ -41,6 +41,7 @@ from nanotc.lowering.register_tile import (
     a_stays_in_l1,
     holds_b_columns,
     target_overhead,
+    unrolled_steps_fit,
     unrolls_k,
 )
 from nanotc.targets import Target
@@ -395,29 +396,55 @@ def k_unroll(
     k: int | None,
     static_rows: bool,
     target: Target,
-    one_vector_fmas: bool = False,
+    vectors: int,
+    dot: bool,
 ) -> int | None:
     """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
     when this tile is all of C (no neighbouring tile whose straight-line code LLVM could
-    interleave with it); the target's `k_unroll` when all addressing is static, and for f32
-    tiles on packed panels of A (`unrolls_on_a_packed_panel`); else 1: with run-time strides
-    or masks, an unrolled body makes LLVM's scheduler load ahead and spill (seen on AVX-512:
-    over 100 zmm spills per iteration at unroll 4). A K loop of a one-vector FMA tile
-    (`one_vector_fmas`) takes one step an iteration too: each broadcast of B feeds a single
-    FMA, and over several steps LLVM writes each sum into the broadcast's register
-    (vfmadd213ps), moving every accumulator to another register at every step, and
-    spills: f32 and bf16 56x9x9 in 1 x 9 tiles on a Zen 3 spilled 6 and 8 vectors an
-    iteration at two steps and ran 1.15x faster at one."""
+    interleave with it); 1 for the tiles of `takes_one_step`; the target's `k_unroll` when
+    all addressing is static, and for f32 tiles on packed panels of A
+    (`unrolls_on_a_packed_panel`); else 1: with run-time strides or masks, an unrolled body
+    makes LLVM's scheduler load ahead and spill (seen on AVX-512: over 100 zmm spills per
+    iteration at unroll 4)."""
     batched = isinstance(inst, TileBatchGemm)
-    if not batched and unrolls_k(k, covers_c(inst)):
+    lone = not batched and covers_c(inst) and unrolled_steps_fit(vectors, inst.nr, target)
+    if not batched and unrolls_k(k, lone):
         return None
-    if one_vector_fmas:
+    if takes_one_step(inst, vectors, dot, target):
         return 1
     b_type = (inst.panels()[1] if batched else inst.b).type
     static = DYNAMIC not in a_type.stride and DYNAMIC not in b_type.stride and static_rows
     if static or (not batched and unrolls_on_a_packed_panel(inst, a_type)):
         return target.k_unroll
     return 1
+
+
+def takes_one_step(inst: TileGemm | TileBatchGemm, vectors: int, dot: bool, target: Target) -> bool:
+    """Whether a K loop takes one k step an iteration whatever the target's `k_unroll`:
+
+    - A one-vector FMA tile: each broadcast of B feeds a single FMA, and over several steps
+      LLVM writes each sum into the broadcast's register (vfmadd213ps), moving every
+      accumulator to another register at every step, and spills: f32 and bf16 56x9x9 in
+      1 x 9 tiles on a Zen 3 spilled 6 and 8 vectors an iteration at two steps and ran 1.15x
+      faster at one.
+    - A K loop that streams the next batch member's lines (`TileGemm.next_views`): it waits
+      on memory, not on its loop's overhead; on the AMX Xeon two steps ran W2's batches from
+      memory 0.965-0.975x (f32 and f64 35x9x35, f64 20x9x20; paired, one process), one step
+      1.00-1.02x.
+    - On 32 registers, an FMA tile with more columns than vectors that leaves at most one
+      register free beside one broadcast: LLVM's scheduler loads the next step's vectors of A
+      while the step's broadcasts still run, and spills (2 x 14: one zmm an iteration, 3 x 9:
+      up to 28), where 5 x 5 and 6 x 4 do not. Zen 3's 2 x 6 on 16 registers spills nothing
+      at two steps."""
+    if isinstance(inst, TileGemm) and inst.next_views():
+        return True
+    if dot:
+        return False
+    if vectors == 1:
+        return True
+    registers = target.vector_registers
+    full = vectors * inst.nr + vectors + 1 >= registers - 1
+    return registers >= 32 and full and inst.nr > vectors
 
 
 def unrolls_on_a_packed_panel(inst: TileGemm, a_type: MemRefType) -> bool:
@@ -514,7 +541,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     vectors = 1 if lanes < full else inst.mr // lanes
     a_access = Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED
     c_access = Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED
-    unroll = k_unroll(inst, a_type, k, rows is not None, target, vectors == 1 and not dot)
+    unroll = k_unroll(inst, a_type, k, rows is not None, target, vectors, dot)
     plain = not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     # the dot path always loops over K pairs
     narrow_compute = target.narrow_fma_pays

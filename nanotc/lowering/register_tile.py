@@ -397,7 +397,7 @@ def crowded(tile: RegisterTile, target: Target, element: ScalarType,
     if limit <= 0 or k is None or k > CROWDED_MAX_K:
         return False
     columns = min(tile.nr, n or tile.nr)
-    narrow_last = k_loop(tile, shape) and narrow_last_vector(tile, target, element, m)
+    narrow_last = k_loop(tile, shape, target) and narrow_last_vector(tile, target, element, m)
     full = tile.mv - int(narrow_last)
     return tile.mv > 1 and (columns <= 2 or full * columns > limit)
 
@@ -411,17 +411,33 @@ def narrow_last_vector(tile: RegisterTile, target: Target, element: ScalarType,
     return (m - (tile.mv - 1) * tile.lanes) * element.bits <= target.fma_unit_bits
 
 
-def k_loop(tile: RegisterTile, shape: tuple[int | None, int | None, int | None]) -> bool:
+def k_loop(tile: RegisterTile, shape: tuple[int | None, int | None, int | None],
+           target: Target) -> bool:  # fmt: skip
     """Whether the tile runs a K loop rather than K unrolled completely."""
     m, n, k = shape
-    whole = m is not None and n is not None and m <= tile.mr and n <= tile.nr
-    return not unrolls_k(k, whole)
+    if m is None or n is None or m > tile.mr or n > tile.nr:
+        return not unrolls_k(k, False)
+    return not unrolls_k(k, unrolled_steps_fit(tile.mv, n, target))
 
 
-def unrolls_k(k: int | None, all_of_c: bool) -> bool:
+def unrolls_k(k: int | None, lone: bool) -> bool:
     """Whether a tile's static K is unrolled completely: up to FULL_UNROLL_K, and up to
-    SINGLE_TILE_UNROLL_K for a tile that is all of C (`nanokernel.k_unroll`)."""
-    return k is not None and k <= (SINGLE_TILE_UNROLL_K if all_of_c else FULL_UNROLL_K)
+    SINGLE_TILE_UNROLL_K for a `lone` tile, all of C and `unrolled_steps_fit`
+    (`nanokernel.k_unroll`)."""
+    return k is not None and k <= (SINGLE_TILE_UNROLL_K if lone else FULL_UNROLL_K)
+
+
+def unrolled_steps_fit(vectors: int, columns: int, target: Target) -> bool:
+    """Whether a tile's accumulators, two k steps' vectors of A and a broadcast of B fit the
+    registers. In K unrolled completely, LLVM's scheduler loads later steps' A ahead, and
+    tiles that leave no room for it spilled where a loop of the same steps did not: on the
+    AMX Xeon, 48 x 9 154 spill moves, 80 x 5 and 32 x 14 over 130 as batch members. W2's
+    members in L2 there ran the loop faster (paired, one process: f32 48x9x16 1.32-1.37x,
+    f64 24x9x16 1.27-1.31x, f32 80x5x16 1.08-1.12x, 64x6x16 1.01-1.05x, 32x14x16 0.97-0.98x)
+    and from memory about as fast (0.94-1.04x: 32x14x16 the least). Tiles that fit ran the
+    same either way (f64 24x8x16 0.98-1.04x). Zen 4's 112 x 3 spilled too. One-vector tiles
+    spilled nothing (K unrolled, they may keep all of A's vectors: `nanokernel.resident_a`)."""
+    return vectors == 1 or vectors * columns + 2 * vectors + 1 <= target.vector_registers
 
 
 def _column_tiles(tile: RegisterTile, n: int | None) -> list[RegisterTile]:
