@@ -95,6 +95,12 @@ def run(settings: Settings, variants: Sequence[Variant], workloads: Sequence[str
     return rows
 
 
+def _contenders(contender: Callable[[str, Target], Contender],
+                variants: Sequence[Variant]) -> list[Contender]:  # fmt: skip
+    """The kernel compiled for the host as described (`nanotc`), then for each variant."""
+    return [contender("nanotc", targets.host())] + [contender(*variant) for variant in variants]
+
+
 def _w2_row(settings: Settings, variants: Sequence[Variant], rng: np.random.Generator,
             workload: str, dtype: str, threads: int, shape: tuple[int, int, int],
             sizes: w2_batched.Sizes) -> Row:  # fmt: skip
@@ -120,8 +126,7 @@ def _w2_row(settings: Settings, variants: Sequence[Variant], rng: np.random.Gene
 
         return Contender(name, sweeps)
 
-    contenders = [contender("nanotc", targets.host())]
-    contenders += [contender(name, target) for name, target in variants]
+    contenders = _contenders(contender, variants)
     check.reset()
     label = f"{m}x{n}x{k} {dtype} threads={threads} ({workload})"
     call_seconds = sizes.call_seconds if workload == "cache" else None
@@ -168,8 +173,7 @@ def _w3_row(settings: Settings, variants: Sequence[Variant], rng: np.random.Gene
         kernel = compiled(source, target)
         return Contender(name, harness.repeat(lambda: kernel(a, b, c, group_size=1)))
 
-    contenders = [contender("nanotc", targets.host())]
-    contenders += [contender(name, target) for name, target in variants]
+    contenders = _contenders(contender, variants)
     label = f"layer {layer.id} ({m}x{n}x{k} f32)"
     timings = harness.compare(label, contenders, check, settings, W3_CALL_SECONDS)
     return Row(
