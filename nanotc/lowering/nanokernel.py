@@ -401,7 +401,8 @@ def k_unroll(
 ) -> int | None:
     """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
     when this tile is all of C (no neighbouring tile whose straight-line code LLVM could
-    interleave with it); 1 for the tiles of `takes_one_step`; the target's `k_unroll` when
+    interleave with it) and its unrolled steps fit the registers (`unrolled_steps_fit`); 1
+    for the tiles of `takes_one_step`; the target's `k_unroll` when
     all addressing is static, and for f32 tiles on packed panels of A
     (`unrolls_on_a_packed_panel`); else 1: with run-time strides or masks, an unrolled body
     makes LLVM's scheduler load ahead and spill (seen on AVX-512: over 100 zmm spills per

@@ -228,7 +228,7 @@ def host() -> Target:
 # f32 32^3 1.04-1.06x (libxsmm's kernel takes four), 20x9x20 1.05x, f64 35x9x35 1.05x, f64
 # 56x9x9 1.035x, f64 32^3 1.03x, the other W2 shapes 0.99-1.02x; W3 1.02x in total
 # (12544x64x147 1.12-1.13x), W1's packed f32 panels 1024^3 1.06x and 2048^3 1.05x. Four steps
-# ran 0.79-0.89x on K = 9 and were no better elsewhere.
+# ran f32 32^3 1.07x but K = 9 0.79-0.89x, and W3 0.99x in total (`bench.target_variants`).
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
