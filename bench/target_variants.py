@@ -66,7 +66,7 @@ def _value(kind: type, value: str, variant: str) -> object:
         return kind(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"variant {variant!r}: {value!r} is not a {kind.__name__}"
+            f"variant {variant!r}: {value!r} is not of type {kind.__name__}"
         ) from None
 
 

@@ -29,7 +29,7 @@ def test_a_variant_changes_the_fields_it_names_and_nothing_else() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [("k_unrol=2", "a field of Target"), ("k_unroll", "a field of Target"),
-     ("name=x", "a field of Target"), ("k_unroll=two", "'two' is not a int"),
+     ("name=x", "a field of Target"), ("k_unroll=two", "'two' is not of type int"),
      ("amx=yes", "true or false")],
 )  # fmt: skip
 def test_a_wrong_variant_is_refused_with_what_was_expected(text: str, message: str) -> None:
