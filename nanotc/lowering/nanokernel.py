@@ -396,7 +396,7 @@ def k_unroll(
     k: int | None,
     static_rows: bool,
     target: Target,
-    vectors: int,
+    tile: RegisterTile,
     dot: bool,
 ) -> int | None:
     """None (unroll completely) for a small static K, and for K up to SINGLE_TILE_UNROLL_K
@@ -408,10 +408,10 @@ def k_unroll(
     makes LLVM's scheduler load ahead and spill (seen on AVX-512: over 100 zmm spills per
     iteration at unroll 4)."""
     batched = isinstance(inst, TileBatchGemm)
-    lone = not batched and covers_c(inst) and unrolled_steps_fit(vectors, inst.nr, target)
+    lone = not batched and covers_c(inst) and unrolled_steps_fit(tile, target)
     if not batched and unrolls_k(k, lone):
         return None
-    if takes_one_step(inst, vectors, dot, target):
+    if takes_one_step(inst, tile, dot, target):
         return 1
     b_type = (inst.panels()[1] if batched else inst.b).type
     static = DYNAMIC not in a_type.stride and DYNAMIC not in b_type.stride and static_rows
@@ -420,7 +420,8 @@ def k_unroll(
     return 1
 
 
-def takes_one_step(inst: TileGemm | TileBatchGemm, vectors: int, dot: bool, target: Target) -> bool:
+def takes_one_step(inst: TileGemm | TileBatchGemm, tile: RegisterTile, dot: bool,
+                   target: Target) -> bool:  # fmt: skip
     """Whether a K loop takes one k step an iteration whatever the target's `k_unroll`:
 
     - A one-vector FMA tile: each broadcast of B feeds a single FMA, and over several steps
@@ -441,11 +442,10 @@ def takes_one_step(inst: TileGemm | TileBatchGemm, vectors: int, dot: bool, targ
         return True
     if dot:
         return False
-    if vectors == 1:
+    if tile.mv == 1:
         return True
     registers = target.vector_registers
-    full = vectors * inst.nr + vectors + 1 >= registers - 1
-    return registers >= 32 and full and inst.nr > vectors
+    return registers >= 32 and tile.registers() >= registers - 1 and tile.nr > tile.mv
 
 
 def unrolls_on_a_packed_panel(inst: TileGemm, a_type: MemRefType) -> bool:
@@ -542,7 +542,8 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     vectors = 1 if lanes < full else inst.mr // lanes
     a_access = Access.CONTIGUOUS if row_stride_is_unit(a_type, inst.trans_a) else Access.STRIDED
     c_access = Access.CONTIGUOUS if c_type.stride[0] == 1 else Access.STRIDED
-    unroll = k_unroll(inst, a_type, k, rows is not None, target, vectors, dot)
+    tile = RegisterTile(vectors, inst.nr, lanes)
+    unroll = k_unroll(inst, a_type, k, rows is not None, target, tile, dot)
     plain = not inst.atomic and a_access is c_access is Access.CONTIGUOUS
     # the dot path always loops over K pairs
     narrow_compute = target.narrow_fma_pays

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -417,7 +417,7 @@ def k_loop(tile: RegisterTile, shape: tuple[int | None, int | None, int | None],
     m, n, k = shape
     if m is None or n is None or m > tile.mr or n > tile.nr:
         return not unrolls_k(k, False)
-    return not unrolls_k(k, unrolled_steps_fit(tile.mv, n, target))
+    return not unrolls_k(k, unrolled_steps_fit(replace(tile, nr=n), target))
 
 
 def unrolls_k(k: int | None, lone: bool) -> bool:
@@ -427,17 +427,18 @@ def unrolls_k(k: int | None, lone: bool) -> bool:
     return k is not None and k <= (SINGLE_TILE_UNROLL_K if lone else FULL_UNROLL_K)
 
 
-def unrolled_steps_fit(vectors: int, columns: int, target: Target) -> bool:
+def unrolled_steps_fit(tile: RegisterTile, target: Target) -> bool:
     """Whether a tile's accumulators, two k steps' vectors of A and a broadcast of B fit the
-    registers. In K unrolled completely, LLVM's scheduler loads later steps' A ahead, and
-    tiles that leave no room for it spilled where a loop of the same steps did not: on the
-    AMX Xeon, 48 x 9 154 spill moves, 80 x 5 and 32 x 14 over 130 as batch members. W2's
-    members in L2 there ran the loop faster (paired, one process: f32 48x9x16 1.32-1.37x,
-    f64 24x9x16 1.27-1.31x, f32 80x5x16 1.08-1.12x, 64x6x16 1.01-1.05x, 32x14x16 0.97-0.98x)
-    and from memory about as fast (0.94-1.04x: 32x14x16 the least). Tiles that fit ran the
-    same either way (f64 24x8x16 0.98-1.04x). Zen 4's 112 x 3 spilled too. One-vector tiles
-    spilled nothing (K unrolled, they may keep all of A's vectors: `nanokernel.resident_a`)."""
-    return vectors == 1 or vectors * columns + 2 * vectors + 1 <= target.vector_registers
+    registers (`RegisterTile.registers` and one more step's A). In K unrolled completely,
+    LLVM's scheduler loads later steps' A ahead, and tiles that leave no room for it spilled
+    where a loop of the same steps did not: on the AMX Xeon, 48 x 9 154 spill moves, 80 x 5
+    and 32 x 14 over 130 as batch members. W2's members in L2 there ran the loop faster
+    (paired, one process: f32 48x9x16 1.32-1.37x, f64 24x9x16 1.27-1.31x, f32 80x5x16
+    1.08-1.12x, 64x6x16 1.01-1.05x, 32x14x16 0.97-0.98x) and from memory about as fast
+    (0.94-1.04x: 32x14x16 the least). Tiles that fit ran the same either way (f64 24x8x16
+    0.98-1.04x). Zen 4's 112 x 3 spilled too. One-vector tiles spilled nothing (K unrolled,
+    they may keep all of A's vectors: `nanokernel.resident_a`)."""
+    return tile.mv == 1 or tile.registers() + tile.mv <= target.vector_registers
 
 
 def _column_tiles(tile: RegisterTile, n: int | None) -> list[RegisterTile]:
