@@ -215,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.exit(0, "bench.k_step: this host has no AVX-512; nothing to measure\n")
     if any(s < 2 or s > B_COLUMN_BYTES // 4 for s in args.steps):
         parser.error(f"--steps: from 2 to {B_COLUMN_BYTES // 4}")
+    for tile in args.tiles:
+        if uneven := [s for s in args.steps if s % tile.unroll]:
+            parser.error(f"--steps: {uneven} not a multiple of {tile.name}'s unrolling "
+                         f"({tile.unroll})")  # fmt: skip
     print(f"{'steps':>5}  {'tile':<8}  {'GFLOP/s':>8}  {'% fma-only':>10}")
     for r in run(harness.settings_from(args, (1,), ("f32",)), args.tiles, args.steps):
         print(f"{r.steps:>5}  {r.tile:<8}  {r.gflops:>8.1f}  {r.percent_fma_only:>10.1f}")

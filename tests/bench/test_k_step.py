@@ -69,3 +69,13 @@ def test_tiles_beyond_the_registers_or_unrolled_zero_times_are_refused(text: str
 def test_steps_must_be_a_multiple_of_the_unrolling() -> None:
     with pytest.raises(ValueError, match="multiple"):
         k_step.KLoop(Tile.parse("4x6u4"), 6, None)  # type: ignore[arg-type]
+
+
+@needs_avx512
+def test_the_command_line_refuses_steps_a_tile_cannot_take(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        k_step.main(["--tiles", "4x6,5x5u2", "--steps", "34,35", "--quick"])
+    assert exit_.value.code == 2
+    assert "--steps: [35] not a multiple of 5x5u2's unrolling (2)" in capsys.readouterr().err
