@@ -152,13 +152,14 @@ def tile_gemm_in_place(
     if path == K_BLOCKS:
         _k_blocks(b, g, tile, 0, m, kc, dot_rows(g, target))
         return b.region.instructions
+    ahead = target.prefetches_next_panel_block
     if _columns_share_line_offset(g, target) and m >= 2 * tile.mr:
-        _line_aligned_panels(b, g, tile, kc)
+        _line_aligned_panels(b, g, tile, kc, ahead)
         return b.region.instructions
     full = m // tile.mr * tile.mr
     if full:
         with b.for_(0, full, tile.mr) as (body, row):
-            _k_blocks(body, g, tile, row, tile.mr, kc, panel=True)
+            _k_blocks(body, g, tile, row, tile.mr, kc, panel=ahead)
     if m > full:
         _k_blocks(b, g, _last_rows_tile(tile, target), full, m - full, kc)
     return b.region.instructions
@@ -181,12 +182,12 @@ def _columns_share_line_offset(g: Gemm, target: Target) -> bool:
     )
 
 
-def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int) -> None:
+def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int, ahead: bool) -> None:
     """Row panels starting where A's columns cross a cache line, so that their vectors of A
     (and of C, where it starts at the same offset) are whole lines: numpy's arrays start 16
     bytes into a line, and the vectors crossing lines made W3's tall shapes 1.03-1.16x
     slower. The rows before (fewer than a line holds) and after the last whole panel take
-    one-vector tiles, masked."""
+    one-vector tiles, masked. The panels' tiles ask for the next A block where `ahead`."""
     m = gemm_extents(g)[0]
     assert m is not None
     edge = RegisterTile(1, tile.nr, tile.lanes)  # masked vectors for the rows around panels
@@ -196,7 +197,7 @@ def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int) -> No
     panels = b.index(BinaryOp.DIV, b.index(BinaryOp.SUB, m, lead), tile.mr)
     end = b.index(BinaryOp.ADD, lead, b.index(BinaryOp.MUL, panels, tile.mr))
     with b.for_(lead, end, tile.mr) as (body, row):
-        _k_blocks(body, g, tile, row, tile.mr, kc, panel=True)
+        _k_blocks(body, g, tile, row, tile.mr, kc, panel=ahead)
     rest = b.index(BinaryOp.SUB, m, end)
     tail = b.if_(b.cmp(CmpCond.GT, rest, Constant(0, INDEX)), with_else=False)
     _k_blocks(tail.then, g, edge, end, rest, kc)
@@ -234,7 +235,8 @@ def _k_blocks(b: Builder, g: Gemm, tile: RegisterTile, row: Index, rows: Index, 
     its lines kept the first tile of every block waiting. Their K loops, on A in L1, then
     prefetch none of it (`tile.gemm.fetched`). W3 on a Zen 3, against neither: 3136x64x576
     1.16x, 12544x64x147 and 3136x256x64 1.11x, 784x128x512 1.06x, 3136x64x256 1.04x (the
-    next block alone, the K loops' prefetches kept: 0.97-1.16x, 1.02x in total)."""
+    next block alone, the K loops' prefetches kept: 0.97-1.16x, 1.02x in total). Targets
+    measured faster without it (`Target.prefetches_next_panel_block`) pass no `panel`."""
     _, n, k = gemm_extents(g)
     assert n is not None and k is not None
     buffer = b.alloca(MemRefType.packed(g.c.type.element, [dots * kc])) if dots else None

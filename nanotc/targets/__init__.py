@@ -70,6 +70,10 @@ class Target:
     # `rocketlake` (its hypervisor reports model 167) ran them 0.63x (f64 1024^3 and 2048^3,
     # 1008 rows against 240) and 0.89x (f32 1024^3, 2048 rows against 512: W1, one thread)
     a_block_l2s_over_memory: float = 0.5
+    # the row-panel path's tiles ask for the next A block while they compute, and their K
+    # loops then prefetch none of A (`gemm_in_place._k_blocks`); where measured slower (else
+    # True), the K loops prefetch A ahead themselves
+    prefetches_next_panel_block: bool = True
     # k steps in one iteration of a K loop whose addressing is all static (measured per CPU:
     # `lowering.nanokernel.k_unroll`)
     k_unroll: int = 1
@@ -229,6 +233,9 @@ def host() -> Target:
 # 56x9x9 1.035x, f64 32^3 1.03x, the other W2 shapes 0.99-1.02x; W3 1.02x in total
 # (12544x64x147 1.12-1.13x), W1's packed f32 panels 1024^3 1.06x and 2048^3 1.05x. Four steps
 # ran f32 32^3 1.07x but K = 9 0.79-0.89x, and W3 0.99x in total (`bench.target_variants`).
+# W3's row panels ran faster with their K loops prefetching A than with the tiles asking for
+# the next A block (`bench.target_variants`, one thread: 3136x64x576 1.10x, 12544x64x147 and
+# 784x128x512 1.08x, 3136x64x256 and 3136x128x256 1.04x, 196x256x1024 0.99x; W3 1.02x in total).
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
@@ -241,7 +248,7 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "member_tile_columns": 8,
         "a_block_l2s_over_memory": 2.0,
     },
-    ("rocketlake", 512): {"k_unroll": 2},
+    ("rocketlake", 512): {"k_unroll": 2, "prefetches_next_panel_block": False},
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,
         "rereads_a_from_l2": False,

@@ -28,7 +28,7 @@ from nanotc.lowering.register_tile import (
 )
 from nanotc.targets import get
 
-from .helpers import ZEN3, compiled, runnable
+from .helpers import ZEN3, compiled, runnable, runs_here
 from .test_gemm_blocked import DTYPES, check, expected, gemm_text, operands, path_of
 
 REREADS = replace(get("host"), rereads_a_from_l2=True)
@@ -325,6 +325,28 @@ def test_row_panel_tiles_prefetch_the_next_a_block(k: int) -> None:
     assert re.search(rf"= tile\.min %\d+, {k - width} : index", tiled)
     gemms = re.findall(r"tile\.gemm\.n\.n(\.fetched)? .* tile (\d+) x", tiled)
     assert sorted(set(gemms)) == [("", "8"), (".fetched", "16")]
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["on-lines", "off-lines"])
+def test_row_panels_of_targets_not_asking_for_the_next_block_prefetch_in_their_k_loops(
+    lines: bool, rng
+) -> None:
+    """Where `prefetches_next_panel_block` is off (the AMX Xeon), the panels' tiles ask for
+    nothing ahead and their K loops prefetch A themselves; on line-aligned panels (C's column
+    stride a whole line) and on others."""
+    m, n, k = (3136, 64, 576) if lines else (1000, 64, 300)
+    target = replace(ZEN3, prefetches_next_panel_block=False)
+    compilation = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), target)
+    tiled = compilation.tiled()
+    assert path_of(tiled, m) == "panels"
+    assert ("tile.line_lead" in tiled) is lines
+    assert "tile.prefetch" not in tiled and ".fetched" not in tiled
+    assert "prefetch A[row:row+16, k+" in compilation.nanokernels()
+    if runs_here(target):
+        a, b, c = operands(rng, "f32", "n", "n", m, n, k)
+        want = expected(a, b, c, "n", "n", 1.5, 0.5)
+        compilation["k"](1.5, a, b, 0.5, c, group_size=1)
+        check(c, want, "f32", k)
 
 
 @pytest.mark.parametrize("target", runnable(ZEN3, "avx2", "generic"))
