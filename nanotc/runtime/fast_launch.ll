@@ -79,7 +79,7 @@ no:
 }
 
 ; The chunks of a launch of %groups work-groups (launcher.py's default_split and split), or
-; -1 where `num_threads` is neither None nor a positive plain int.
+; -1 where `num_threads` is neither None nor a plain int from 1 to launcher.MAX_THREADS (1024).
 define private i64 @chunk_count(ptr %record, ptr %threads, i64 %groups) {
 entry:
   %none = call i64 @word(ptr %record, i64 15)
@@ -99,7 +99,9 @@ given:
   %value = extractvalue { i64, i1 } %count, 0
   %fits = extractvalue { i64, i1 } %count, 1
   %positive = icmp sge i64 %value, 1
-  %ok = and i1 %fits, %positive
+  %at_most = icmp sle i64 %value, 1024
+  %in_range = and i1 %positive, %at_most
+  %ok = and i1 %fits, %in_range
   br i1 %ok, label %parts, label %refused
 parts:
   %wanted = phi i64 [ %capped, %by_default ], [ %value, %given ]

@@ -86,7 +86,8 @@ class Kernel:
                 _check_code(self, code)
                 return
         plain = type(group_size) is int and (num_threads is None or type(num_threads) is int)
-        if plain and 0 <= group_size <= _MAX_GROUPS and (num_threads is None or num_threads >= 1):
+        threads_ok = plain and (num_threads is None or 1 <= num_threads <= MAX_THREADS)
+        if threads_ok and 0 <= group_size <= _MAX_GROUPS:
             values = self._known.slot_values(args, group_size)
             if values is not None:  # every argument of a layout bound before: no binding
                 if num_threads is None:
@@ -108,8 +109,12 @@ class Kernel:
             raise ValueError(
                 f"group_size must be an integer from 0 to {_MAX_GROUPS}, got {group_size!r}"
             )
-        if num_threads is not None and (not is_count(num_threads) or num_threads < 1):
-            raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+        if num_threads is not None and (
+            not is_count(num_threads) or not 1 <= num_threads <= MAX_THREADS
+        ):
+            raise ValueError(
+                f"num_threads must be an integer from 1 to {MAX_THREADS}, got {num_threads!r}"
+            )
         bound = self._bind(args, int(group_size))
         slots, keepalive = self._pack(bound)
         self._known.learn(args, bound)
@@ -122,6 +127,10 @@ class Kernel:
 
 
 _MAX_GROUPS = 2**63 - 1  # the native entry takes the group count as an int64
+# the most threads a launch may ask for (fast_launch.ll declines more, as it must): beyond
+# any core count, and the pool would otherwise start a thread per chunk, tens of thousands
+# before the system refused
+MAX_THREADS = 1024
 
 # the f32 FLOPs of a chunk worth a thread of its own: about a microsecond at one core's f32
 # peak, what handing a chunk to a worker costs (Zen 4, batched gemms in L2, prepared launches

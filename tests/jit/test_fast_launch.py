@@ -14,7 +14,7 @@ import pytest
 
 from nanotc.runtime import fast_launch, pool
 from nanotc.runtime.arguments import ArgumentError
-from nanotc.runtime.launcher import Kernel, default_threads
+from nanotc.runtime.launcher import MAX_THREADS, Kernel, default_threads
 
 from .helpers import compiled
 
@@ -113,6 +113,20 @@ def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, c
     kernel(alpha, a, b, c, group_size=groups, num_threads=threads)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
     assert python.entries >= 1
+
+
+def test_thread_counts_past_the_cap_are_refused_where_the_pool_could_run_them(
+    kernel: Kernel,
+) -> None:
+    """The native launch declines `num_threads` past MAX_THREADS, as binding refuses it,
+    even where the pool has workers enough for its chunks (one per work-group)."""
+    a, b, c = operands()
+    kernel(1.0, a, b, c, group_size=6, num_threads=6)  # the pool grows to five workers
+    kernel(1.0, a, b, c, group_size=6, num_threads=6)  # natively
+    before = c.copy()
+    with pytest.raises(ValueError, match=f"num_threads must be an integer from 1 to {MAX_THREADS}"):
+        kernel(1.0, a, b, c, group_size=6, num_threads=MAX_THREADS + 1)
+    np.testing.assert_array_equal(c, before)
 
 
 @pytest.mark.parametrize(

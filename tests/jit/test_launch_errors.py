@@ -14,6 +14,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 from nanotc.runtime.arguments import ArgumentError, Group
+from nanotc.runtime.launcher import MAX_THREADS
 
 from .helpers import compiled, run_reference
 
@@ -258,10 +259,19 @@ def test_bad_group_size(group_size: Any) -> None:
     assert not args["out"].any()
 
 
-@pytest.mark.parametrize("threads", [0, -2, 1.0, "2"], ids=["zero", "negative", "float", "str"])
+@pytest.mark.parametrize(
+    "threads",
+    [0, -2, 1.0, "2", MAX_THREADS + 1, 2**40],
+    ids=["zero", "negative", "float", "str", "past-the-cap", "huge"],
+)
 def test_bad_num_threads(threads: Any) -> None:
+    """Counts past MAX_THREADS are refused before any thread starts (the pool would start one
+    per chunk: tens of thousands before the system refused), also by a launch whose arrays
+    have layouts bound before."""
+    launch(good())
     args = good()
-    with pytest.raises(ValueError, match=r"num_threads must be a positive integer, got "):
+    message = rf"num_threads must be an integer from 1 to {MAX_THREADS}, got "
+    with pytest.raises(ValueError, match=message):
         launch(args, num_threads=threads)
     assert not args["out"].any()
 
