@@ -13,6 +13,7 @@ database (`nanotc.tuning.database`) unless `options` are given.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -163,10 +164,20 @@ def compile(
             _attach_cached(compilation, store, text, name)
     dump_dir = os.environ.get("NANOTC_DUMP_DIR")
     if dump_dir:
-        from nanotc.stages import dump_compilation
-
-        dump_compilation(compilation, dump_dir, unique=True, source=_text_or_none(source))
+        _dump_stages(compilation, dump_dir, _text_or_none(source))
     return compilation
+
+
+def _dump_stages(compilation: Compilation, directory: str, source: str | None) -> None:
+    """Every stage into $NANOTC_DUMP_DIR; a directory that cannot be written costs only the
+    dump, with a warning (as a kernel cache that cannot be written does)."""
+    from nanotc.stages import dump_compilation
+
+    try:
+        dump_compilation(compilation, directory, unique=True, source=source)
+    except OSError as e:
+        warnings.warn(f"nanotc: NANOTC_DUMP_DIR={directory}: stages not written ({e})",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
 
 
 def _text_or_none(source: str | Program) -> str | None:

@@ -2,7 +2,8 @@
 
 `nanotc compile FILE --dump-dir DIR` (and `nanotc run ... --dump-dir DIR`) write into DIR;
 `NANOTC_DUMP_DIR=DIR` makes every `nanotc.compile` in a Python process write into a
-subdirectory of DIR named after its first kernel and a digest of its source. The files, in
+subdirectory of DIR named after its first kernel and a digest of its source (where DIR cannot
+be written, with a warning instead). The files, in
 pipeline order:
 
     00-source.ir         the program as given (canonical text for a built Program)
@@ -55,7 +56,8 @@ def dump_compilation(
     out.mkdir(parents=True, exist_ok=True)
     for filename, stage in STAGES:
         text = source if filename == "00-source.ir" and source is not None else stage(compilation)
-        (out / filename).write_text(text, encoding="utf-8")
+        # surrogateescape: source read so (undecodable bytes) is written back as it was
+        (out / filename).write_text(text, encoding="utf-8", errors="surrogateescape")
     if compilation.options.gemms:
         choices = {k: c.to_json() for k, c in compilation.options.gemms}
         (out / "options.json").write_text(json.dumps(choices, indent=1), encoding="utf-8")

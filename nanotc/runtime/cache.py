@@ -100,7 +100,8 @@ def cache_key(text: str, target: Target, options_fingerprint: str) -> str:
     """The key of a program's machine code."""
     digest = hashlib.sha256()
     for part in (compiler_fingerprint(), repr(asdict(target)), options_fingerprint, text):
-        encoded = part.encode()
+        # surrogatepass: text read with errors="surrogateescape" holds lone surrogates
+        encoded = part.encode("utf-8", "surrogatepass")
         digest.update(struct.pack("<Q", len(encoded)))  # length-prefixed: parts cannot blur
         digest.update(encoded)
     return digest.hexdigest()

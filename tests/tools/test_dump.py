@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 import nanotc
 from nanotc.lowering.choices import CompileOptions, GemmChoice
@@ -78,3 +81,32 @@ def test_environment_variable_dumps_python_compiles(tmp_path: Path, monkeypatch)
     (other,) = [d for d in tmp_path.iterdir() if d != directory]
     choices = json.loads((other / "options.json").read_text())
     assert choices == {"direct f32,f32,f32 n.t 16x8x8 r0": {"tile": [1, 4]}}
+
+
+@pytest.mark.parametrize("kind", ["a-file", "uncreatable"])
+def test_a_dump_directory_that_cannot_be_written_only_warns(
+    tmp_path: Path, monkeypatch, kind: str
+) -> None:
+    """The dump is lost, with a warning naming the variable; the kernel still compiles."""
+    target = tmp_path / "file"
+    target.write_text("")
+    directory = target if kind == "a-file" else target / "below-a-file"
+    monkeypatch.setenv("NANOTC_DUMP_DIR", str(directory))
+    message = re.escape(f"NANOTC_DUMP_DIR={directory}: stages not written")
+    with pytest.warns(RuntimeWarning, match=message):
+        compilation = nanotc.compile(EXAMPLE.read_text(), cache=False)
+    assert "fused_kernel" in list(compilation)
+
+
+def test_source_with_undecodable_bytes_compiles_cached_and_dumps_as_it_was(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Text read with errors="surrogateescape" holds lone surrogates: the kernel cache keys
+    it, and the dump writes the original bytes back."""
+    raw = EXAMPLE.read_bytes() + b"\n; \xff\n"
+    text = raw.decode("utf-8", "surrogateescape")
+    monkeypatch.setenv("NANOTC_DUMP_DIR", str(tmp_path))
+    nanotc.compile(text)
+    assert nanotc.compile(text).origin == "memory"
+    (directory,) = tmp_path.iterdir()
+    assert (directory / "00-source.ir").read_bytes() == raw
