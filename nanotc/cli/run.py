@@ -29,22 +29,31 @@ class RunError(Exception):
     """A problem with the command line of `nanotc run` (not with the program)."""
 
 
-def parse_sizes(items: Sequence[str]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
+def parse_sizes(items: Sequence[str]) -> dict[str, int | float]:
+    """`--size NAME=VALUE` items by name: integers, or reals for real parameters."""
+    sizes: dict[str, int | float] = {}
     for item in items:
         name, _, value = item.partition("=")
         name = name.lstrip("%")
         if name in sizes:
             raise RunError(f"--size {item!r}: {name} is given twice")
-        try:
-            sizes[name] = int(value)
-        except ValueError:
-            raise RunError(f"--size {item!r}: expected NAME=INTEGER") from None
+        sizes[name] = _number(item, value)
     return sizes
 
 
+def _number(item: str, text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise RunError(f"--size {item!r}: expected NAME=NUMBER") from None
+
+
 def make_arguments(
-    func: Function, group_size: int, sizes: Mapping[str, int], rng: np.random.Generator
+    func: Function, group_size: int, sizes: Mapping[str, int | float], rng: np.random.Generator
 ) -> list[Any]:
     args = []
     for param in func.arguments:
@@ -74,11 +83,14 @@ def _size_names(func: Function) -> set[str]:
 
 
 def _argument(
-    name: str, t: Type, groups: int, sizes: Mapping[str, int], rng: np.random.Generator
+    name: str, t: Type, groups: int, sizes: Mapping[str, int | float], rng: np.random.Generator
 ) -> Any:
     if isinstance(t, ScalarType):
         if name in sizes:
-            return _scalar(name, t, sizes[name])
+            value = sizes[name]
+            if t.is_int and not isinstance(value, int):
+                raise RunError(f"--size {name}={value}: %{name} is an integer parameter")
+            return _scalar(name, t, value)
         if t.is_int:
             raise RunError(f"integer parameter %{name} needs a value: --size {name}=VALUE")
         return numpy_dtype(t).type(rng.uniform(-1, 1))
@@ -90,7 +102,7 @@ def _argument(
     return random_array(t.memref, (*_shape(name, t.memref, sizes), groups), rng, past_end)
 
 
-def _scalar(name: str, t: ScalarType, value: int) -> Any:
+def _scalar(name: str, t: ScalarType, value: int | float) -> Any:
     """`value` bound as a launch binds the parameter (refused unless the type holds it)."""
     try:
         return bind_scalar(name, t, value)
@@ -98,7 +110,7 @@ def _scalar(name: str, t: ScalarType, value: int) -> Any:
         raise RunError(f"--size {name}={value}: {e}") from None
 
 
-def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...]:
+def _shape(name: str, t: MemRefType, sizes: Mapping[str, int | float]) -> tuple[int, ...]:
     shape = []
     for mode, size in enumerate(t.shape):
         if size is None:
@@ -108,6 +120,8 @@ def _shape(name: str, t: MemRefType, sizes: Mapping[str, int]) -> tuple[int, ...
                     f"dynamic size of mode {mode} of %{name} needs a value: --size {key}=VALUE"
                 )
             size = sizes[key]
+            if not isinstance(size, int):
+                raise RunError(f"--size {key}={size}: a size is an integer")
             if size < 0:
                 raise RunError(f"--size {key}={size}: a size cannot be negative")
         shape.append(size)

@@ -127,15 +127,31 @@ def test_run_reads_standard_input() -> None:
     assert "MISMATCH" not in result.stdout
 
 
+def test_run_takes_real_values_of_real_parameters() -> None:
+    result = nanotc("run", str(EXAMPLE), "--kernel", "fused_kernel", "--group-size", "2",
+                    "--size", "D.2=2", "--size", "alpha=2.5", "--check", "--repeat", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "MISMATCH" not in result.stdout
+
+
+def test_an_integer_parameter_refuses_a_real_value() -> None:
+    text = "func @k(%n: i32, %A: memref<f32x4>) {\n}\n"
+    result = nanotc("run", "-", "--kernel", "k", "--group-size", "1", "--size", "n=2.5",
+                    stdin=text)  # fmt: skip
+    assert result.returncode == 1
+    assert "--size n=2.5: %n is an integer parameter" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--group-size", "2"], "--size D.2=VALUE"),
-        (["--group-size", "2", "--size", "D.2=x"], "expected NAME=INTEGER"),
+        (["--group-size", "2", "--size", "D.2=x"], "expected NAME=NUMBER"),
+        (["--group-size", "2", "--size", "D.2=2.5"], "--size D.2=2.5: a size is an integer"),
         (["--group-size", "2", "--size", "D.2=2", "--size", "Q.0=1"], "Q.0"),
         (["--group-size", "2", "--size", "D.2=2", "--target", "sparc"], "unknown target"),
         (["--group-size", "2", "--size", "D.2=-2"], "--size D.2=-2: a size cannot be negative"),
-        (["--group-size", "2", "--size", "D.2=10**15"], "expected NAME=INTEGER"),
+        (["--group-size", "2", "--size", "D.2=10**15"], "expected NAME=NUMBER"),
         (["--group-size", "2", "--size", "D.2=1000000000000"], "%D: its random array does not"),
         (["--group-size", str(2**62), "--size", "D.2=5"], "%A: its random array does not"),
         (["--group-size", "2", "--size", f"D.2={2**62}"], "%D: its random array does not"),
@@ -146,6 +162,7 @@ def test_run_reads_standard_input() -> None:
     ids=[
         "missing size",
         "bad size",
+        "real size",
         "unknown size",
         "unknown target",
         "negative size",
