@@ -83,12 +83,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _check_output_places(args: argparse.Namespace) -> None:
     """UsageError before anything is written where one output would overwrite another, or
-    --dump-dir names something other than a directory."""
+    --dump-dir names something other than a directory or one that cannot be made (it is
+    made here, empty)."""
     output = None if args.output in (None, "-") else Path(args.output).resolve()
     if args.header and output is not None and Path(args.header).resolve() == output:
         raise UsageError(f"--header {args.header} is the output file too: name another")
     if args.dump_dir and Path(args.dump_dir).exists() and not Path(args.dump_dir).is_dir():
         raise UsageError(f"--dump-dir {args.dump_dir}: not a directory")
+    if args.dump_dir:
+        try:
+            Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--dump-dir {args.dump_dir}: {e.strerror}") from None
 
 
 def emit(compilation: Compilation, stage: str) -> str | bytes:

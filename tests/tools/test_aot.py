@@ -359,6 +359,7 @@ def test_header_in_a_missing_directory_fails_before_anything_is_written(tmp_path
     [
         (["-o", "k.o", "--header", "./k.o"], "--header ./k.o is the output file too"),
         (["-o", "k.o", "--dump-dir", "k.ir"], "--dump-dir k.ir: not a directory"),
+        (["-o", "k.o", "--dump-dir", "k.ir/stages"], "--dump-dir k.ir/stages: Not a directory"),
     ],
 )
 def test_output_places_that_cannot_work_fail_before_anything_is_written(
