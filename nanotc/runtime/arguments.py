@@ -411,9 +411,9 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
     if is_ndarray(value) and value.ndim == 0:
         value = value[()]
     if t.is_int:
-        if isinstance(value, bool | np.bool_):
-            value = int(value)
-        if not isinstance(value, int | np.integer):
+        if isinstance(value, bool | np.bool_) and t is ScalarType.I1:
+            value = int(value)  # a truth value, as the language's true and false are i1's
+        if not isinstance(value, int | np.integer) or isinstance(value, bool):
             raise ArgumentError(name, f"an integer ({t})", _describe(value))
         lo, hi = (0, 1) if t is ScalarType.I1 else (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1)
         if not lo <= int(value) <= hi:

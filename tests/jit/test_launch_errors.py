@@ -200,6 +200,8 @@ CASES = {
     "numpy f64 past f32": ("x", np.float64(-3.5e38), r"within f32's range", r"float64"),
     "long double past f64": ("x", np.longdouble("1e400"), r"within f32's range", r"longdouble"),
     "float for an integer": ("n", 1.0, r"an integer \(i8\)", r"float 1.0"),
+    "bool for an integer": ("n", True, r"an integer \(i8\)", r"bool True"),
+    "numpy bool for an integer": ("i", np.bool_(False), r"an integer \(index\)", r"bool"),
     "integer out of range": ("n", 300, r"an integer \(i8\) in \[-128, 127\]", r"300"),
     "negative out of range": ("n", -129, r"an integer \(i8\) in \[-128, 127\]", r"-129"),
     "numpy float for an integer": ("i", np.float64(3), r"an integer \(index\)", r"float64"),
