@@ -155,13 +155,23 @@ def cmd_cache(args: argparse.Namespace) -> int:
         info = store.info()
         mode = kernel_cache.mode_from_environment()
         print(f"directory: {info.directory}")
-        print(f"state: {'disabled (NANOTC_CACHE)' if mode == 'off' else mode}")
+        print(f"state: {_state(mode, info.directory)}")
         print(f"entries: {info.entries} ({info.bytes / 2**20:.1f} MiB)")
         tuned = database.entries(targets.host())
         print(f"tuned gemm signatures for this host: {len(tuned)}")
         for key, record in sorted(tuned.items()):
             print(f"  {key}: {record.get('tile')} {record.get('blocking') or ''}".rstrip())
     return 0
+
+
+def _state(mode: str, directory: Path) -> str:
+    """The cache's state as compiles will find it: a directory that is a file holds nothing
+    (compiled code is then kept in memory only)."""
+    if mode == "off":
+        return "disabled (NANOTC_CACHE)"
+    if mode == "disk" and directory.exists() and not directory.is_dir():
+        return f"memory only ({directory} is not a directory)"
+    return mode
 
 
 def add_cache_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -59,12 +59,25 @@ DEFAULT_MAX_MB = 1024
 PRUNE_EVERY = 64  # stores between size checks of the disk cache
 
 
+_OFF = ("0", "false", "no", "off")
+_DISK = ("", "1", "true", "yes", "on", "disk")
+_warned_modes: set[str] = set()
+
+
 def mode_from_environment() -> str:
-    """`NANOTC_CACHE`: "off" (0, false, no, off), "memory", or "disk" (anything else)."""
+    """`NANOTC_CACHE`: "off" (0, false, no, off), "memory", or "disk" (1, true, yes, on,
+    disk; another value warns once and means disk)."""
     value = os.environ.get("NANOTC_CACHE", "1").strip().lower()
-    if value in ("0", "false", "no", "off"):
+    if value in _OFF:
         return "off"
-    return "memory" if value == "memory" else "disk"
+    if value == "memory":
+        return "memory"
+    if value not in _DISK and value not in _warned_modes:
+        _warned_modes.add(value)
+        warnings.warn(f"nanotc: NANOTC_CACHE={value!r} is none of {', '.join(_OFF)}, memory, "
+                      f"{', '.join(_DISK[1:])}: the disk cache is used",
+                      RuntimeWarning, stacklevel=_caller_outside_nanotc())  # fmt: skip
+    return "disk"
 
 
 def cache_directory() -> Path:

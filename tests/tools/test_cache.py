@@ -171,6 +171,28 @@ def test_disabled_cache_writes_nothing(cache_dir: Path, monkeypatch) -> None:
     assert not cache_dir.exists()
 
 
+def test_an_unknown_cache_mode_warns_once_and_means_disk(cache_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NANOTC_CACHE", "sometimes")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nanotc.compile(variant(3))
+        nanotc.compile(variant(4))
+    (warning,) = [w for w in caught if "NANOTC_CACHE='sometimes'" in str(w.message)]
+    assert "the disk cache is used" in str(warning.message)
+    assert warning.filename == __file__
+    assert len(entries(cache_dir)) == 2
+
+
+def test_cache_command_names_a_directory_that_is_a_file(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("NANOTC_CACHE_DIR", str(blocker))
+    result = subprocess.run([sys.executable, "-m", "nanotc", "cache"], capture_output=True,
+                            text=True, timeout=120, env=os.environ.copy())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"state: memory only ({blocker} is not a directory)" in result.stdout
+
+
 def test_unwritable_directory_warns_once_and_still_compiles(tmp_path, monkeypatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
