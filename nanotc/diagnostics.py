@@ -82,7 +82,7 @@ class ErrorKind(enum.Enum):
     TYPE_LIST_LENGTH = "Number of types ({1}) does not match number of values ({0})"
     VOID_ARGUMENT = "Arguments must not have void type"
     # shapes and layouts
-    INCOMPATIBLE_SHAPES = "Incompatible tensor shapes"
+    INCOMPATIBLE_SHAPES = "Incompatible tensor shapes: {}"
     OUTPUT_IS_OPERAND = "Output {} is also operand {}: an output must not overlap the operands"
     INVALID_SHAPE = "Invalid shape: mode sizes must be non-negative or dynamic ('?')"
     SHAPE_STRIDE_MISMATCH = "Dimension of shape and stride must match"

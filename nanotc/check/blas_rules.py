@@ -19,6 +19,7 @@ from nanotc.ir.instructions import (
     Transpose,
 )
 from nanotc.ir.types import DYNAMIC, I1, Extent, MemRefType
+from nanotc.ir.values import Value
 
 
 def compatible(a: Extent, b: Extent) -> bool:
@@ -69,8 +70,19 @@ def _shapes_match(inst: BlasInstruction, ctx: CheckContext) -> None:
     dynamic ones on parameters' arrays: `nanotc.runtime.extents`)."""
     for (x, i), (y, j) in inst.matching_modes():
         if not compatible(x.type.shape[i], y.type.shape[j]):
-            ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
+            first = _role(inst, x)
+            second = _role(inst, y, besides=first)
+            detail = (f"mode {i} of {first.upper()} is {x.type.shape[i]}, "
+                      f"mode {j} of {second.upper()} is {y.type.shape[j]}")  # fmt: skip
+            ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst, None, detail)
             return
+
+
+def _role(inst: BlasInstruction, value: Value, besides: str | None = None) -> str:
+    """The operand (a, b, c, ...) that `value` is, other than `besides` where it is both
+    (`axpby 1.0, %A, 0.0, %A`)."""
+    names = [name for name, v in inst.fields.items() if v is value]
+    return next((name for name in names if name != besides), names[0])
 
 
 def _output_not_operand(
@@ -94,7 +106,8 @@ def _axpby(inst: Instruction, ctx: CheckContext) -> None:
         return
     a, b = op_shape(inst.a.type, inst.trans), inst.b.type.shape
     if len(a) != len(b):
-        ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst)
+        detail = f"op(A) is of order {len(a)}, B of order {len(b)}"
+        ctx.error(ErrorKind.INCOMPATIBLE_SHAPES, inst, None, detail)
         return
     _shapes_match(inst, ctx)
     square = len(a) == 2 and (a[0] == a[1] or DYNAMIC in a)  # else: their shapes differ
