@@ -42,6 +42,7 @@ def parse_sizes(items: Sequence[str]) -> dict[str, int | float]:
 
 
 def _number(item: str, text: str) -> int | float:
+    """`text` as an integer where it is one, else as a real."""
     try:
         return int(text)
     except ValueError:
