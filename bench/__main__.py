@@ -94,6 +94,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     unknown = set(args.workloads) - {w.name for w in WORKLOADS}
     if unknown:
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    if problem := _uneven_threads(args):
+        parser.error(f"argument --threads: {problem}")
     first = harness.settings_from(args, threads=(1,), dtypes=("f32",))
     harness.preamble(first)
     peers = discover(first.peers)
@@ -135,6 +137,22 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if failed:
         print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _uneven_threads(args: argparse.Namespace) -> str | None:
+    """Why a workload chosen cannot split its default shapes over the thread counts given."""
+    sizes = w1_square.QUICK_SIZES if args.quick else w1_square.SIZES
+    checks = {
+        "w1": lambda: w1_square.check_blocks(sizes, None, args.threads),
+        "w4": lambda: w4_bf16.check_threads(w4_bf16.PARTS, args.threads, args.quick),
+    }
+    for name, check in checks.items():
+        if args.threads and name in args.workloads:
+            try:
+                check()
+            except ValueError as error:
+                return f"{name}: {error}"
+    return None
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import kernels
+from nanotc.cli.options import positive
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def measure(source: str, runs: int) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="processes per median (default 5)")
+    parser.add_argument("--runs", type=positive, default=5, help="processes per median (default 5)")
     args = parser.parse_args(argv)
     print(f"median of {args.runs} processes each; times of nanotc.compile(), import excluded")
     print("| kernel | cold (ms) | warm (ms) | cold / warm | import nanotc (ms) |")

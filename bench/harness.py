@@ -43,6 +43,10 @@ from nanotc.runtime.aligned import LINE_BYTES, empty_aligned
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f64": np.float64}
 PEAK_KEYS = {"f32": "fp32", "f64": "fp64"}  # element type -> key of bench.peak.peaks()
+PRECISIONS = ("fp32", "fp64", "bf16", "amx-bf16")  # every key bench.peak.peaks() may have
+# thread counts from the command line: bench/peers/bench_threads.h's BENCH_MAX_THREADS, above
+# which the C drivers (libxsmm, memcpy, stream) would run fewer threads than nanotc
+MAX_THREADS = 256
 PEAK_NOTE = "% peak: of the peak loop (bench/peak.py) on as many threads, in the same rounds"
 # column order of the tables
 PEER_ORDER = ("memcpy", "stream", "numpy", "openblas", "torch", "libxsmm", "blis")
@@ -376,12 +380,25 @@ class Row:
 
 
 def parse_peaks(text: str) -> dict[str, float]:
-    """Parse `fp32=172,fp64=86` into {"fp32": 172.0, "fp64": 86.0}."""
+    """Parse `fp32=172,fp64=86` into {"fp32": 172.0, "fp64": 86.0}: keys of PRECISIONS,
+    positive finite GFLOP/s (argparse.ArgumentTypeError otherwise)."""
     peaks = {}
-    for item in text.split(","):
-        if item.strip():
-            key, _, value = item.partition("=")
-            peaks[key.strip()] = float(value)
+    for item in (item.strip() for item in text.split(",")):
+        if item:
+            key, _, value = (part.strip() for part in item.partition("="))
+            if key not in PRECISIONS:
+                raise argparse.ArgumentTypeError(
+                    f"unknown precision {key!r} in {item!r} (known: {', '.join(PRECISIONS)})"
+                )
+            try:
+                gflops = float(value)
+            except ValueError:
+                gflops = math.nan
+            if not 0 < gflops < math.inf:
+                raise argparse.ArgumentTypeError(
+                    f"expected {key}=GFLOP/s, a positive number, got {item!r}"
+                )
+            peaks[key] = gflops
     return peaks
 
 
@@ -402,8 +419,9 @@ def _measured() -> dict[str, float]:
 
 
 def given_peaks() -> dict[str, float]:
-    """The per-core peaks given by `--peak` or $NANOTC_BENCH_PEAK, by precision."""
-    return {**parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", "")), **_peak_override}
+    """The per-core peaks given by `--peak`, else by $NANOTC_BENCH_PEAK, by precision (the
+    command line's replace the environment's, which its parser then never reads)."""
+    return dict(_peak_override) or parse_peaks(os.environ.get("NANOTC_BENCH_PEAK", ""))
 
 
 def measured_peaks() -> dict[str, float]:
@@ -650,32 +668,109 @@ def placed(array: np.ndarray, offset: int) -> np.ndarray:
 
 
 def parse_list(convert: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """A `type=` converter of comma-separated items, each by `convert` (which raises
+    argparse.ArgumentTypeError saying what it expects); an empty list is refused, not taken
+    for the option's default."""
+
     def parse(text: str) -> tuple[Any, ...]:
-        return tuple(convert(item) for item in text.split(",") if item)
+        items = [item for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        return tuple(convert(item) for item in items)
 
     return parse
 
 
-def _dtype(text: str) -> str:
-    if text not in DTYPES:
-        raise argparse.ArgumentTypeError(
-            f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})"
-        )
-    return text
+def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
+    """A `type=` converter accepting one of `names` (`what` names one in the error)."""
+
+    def convert(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {text!r} (choose from {', '.join(names)})"
+            )
+        return text
+
+    return convert
 
 
-def _peer(text: str) -> str:
-    if text not in peer_names:
+_dtype = choice(tuple(DTYPES), "dtype")
+_peer = choice(peer_names, "peer")
+
+
+def thread_count(text: str) -> int:
+    """A thread count: from 1 to MAX_THREADS."""
+    threads = positive(text)
+    if threads > MAX_THREADS:
         raise argparse.ArgumentTypeError(
-            f"unknown peer {text!r} (choose from {', '.join(peer_names)})"
+            f"expected at most {MAX_THREADS} threads (the peers' C drivers' limit), got {threads}"
         )
-    return text
+    return threads
+
+
+def line_offset(multiple: int) -> Callable[[str], int]:
+    """A `type=` converter of the bytes past a cache line where arrays start: a multiple of
+    `multiple` (their element size: kernels and BLAS read whole elements) below LINE_BYTES."""
+
+    def convert(text: str) -> int:
+        try:
+            offset = int(text)
+        except ValueError:
+            offset = -1
+        if not 0 <= offset < LINE_BYTES or offset % multiple:
+            expected = f"a multiple of {multiple} below" if multiple > 1 else "0 to"
+            last = LINE_BYTES if multiple > 1 else LINE_BYTES - 1
+            raise argparse.ArgumentTypeError(f"expected {expected} {last}, got {text!r}")
+        return offset
+
+    return convert
+
+
+def amount(unit: int, name: str) -> Callable[[str], int]:
+    """A `type=` converter of a positive number of `name` (`unit` bytes each, e.g. 10**6 for
+    MB) into bytes, at most this machine's memory."""
+
+    def convert(text: str) -> int:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"expected a positive number of {name}, got {text!r}")
+        nbytes = max(1, int(value * unit))
+        check_memory(nbytes, f"{text} {name}")
+        return nbytes
+
+    return convert
+
+
+@cache
+def physical_memory() -> int | None:
+    """Bytes of this machine's memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """Refuse (argparse.ArgumentTypeError) arrays of `nbytes` that exceed this machine's memory:
+    numpy would fail with a MemoryError mid-run, or the system kill the process."""
+    memory = physical_memory()
+    if memory is not None and nbytes > memory:
+        raise argparse.ArgumentTypeError(
+            f"{what} needs {nbytes / 1e9:.3g} GB of arrays, more than this machine's "
+            f"{memory / 1e9:.3g} GB of memory"
+        )
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
-    threads = parse_list(positive)
-    parser.add_argument("--threads", type=threads, help="thread counts, e.g. 1,2")
+    parser.add_argument(
+        "--threads",
+        type=parse_list(thread_count),
+        help=f"thread counts, e.g. 1,2 (at most {MAX_THREADS}, as the peers' C drivers)",
+    )
     parser.add_argument("--dtypes", type=parse_list(_dtype), help="element types, e.g. f32,f64")
     parser.add_argument("--warmup", type=non_negative, default=1, help="untimed calls (default 1)")
     parser.add_argument("--repeats", type=positive, default=5, help="timed calls (default 5)")
@@ -696,7 +791,9 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peak",
         type=parse_peaks,
-        help="per-core peaks instead of measuring, e.g. fp32=172,fp64=86 (or NANOTC_BENCH_PEAK)",
+        default=os.environ.get("NANOTC_BENCH_PEAK") or None,  # parsed and checked as given
+        help="per-core peaks instead of measuring, e.g. fp32=172,fp64=86, GFLOP/s of "
+        f"{', '.join(PRECISIONS)} (or NANOTC_BENCH_PEAK)",
     )
     parser.add_argument("--no-csv", action="store_true", help="do not write bench/results/*.csv")
     parser.add_argument(

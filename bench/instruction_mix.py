@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nanotc import targets
+from nanotc.cli.options import positive
 from nanotc.runtime import jit
 
 DOTS = 24  # dot products per step: 12 cycles at two per cycle, enough to hide the latency
@@ -124,7 +125,7 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive, default=5, help="rounds (default 5)")
     args = parser.parse_args()
     target = targets.host()
     if not target.bf16_dot:

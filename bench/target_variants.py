@@ -219,12 +219,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="field=value[+field=value],... of nanotc.targets.Target, e.g. k_unroll=1",
     )  # fmt: skip
     parser.add_argument(
-        "--workloads", type=harness.parse_list(_workload), default=WORKLOADS,
-        help=f"of {','.join(WORKLOADS)} (default: all)",
+        "--workloads", type=harness.parse_list(harness.choice(WORKLOADS, "workload")),
+        default=WORKLOADS, help=f"of {','.join(WORKLOADS)} (default: all)",
     )  # fmt: skip
     parser.add_argument(
-        "--layers", type=harness.parse_list(int), help="W3 layer ids (default: all 20)"
-    )
+        "--layers", type=harness.parse_list(w3_resnet.layer_id),
+        help="W3 layer ids, 1-20 (default: all 20)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1,), dtypes=("f32", "f64"))
     harness.preamble(settings)
@@ -240,12 +241,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         None if args.no_csv else "target_variants",
         spread=settings.spread,
     )
-
-
-def _workload(text: str) -> str:
-    if text not in WORKLOADS:
-        raise argparse.ArgumentTypeError(f"unknown workload {text!r} (of {', '.join(WORKLOADS)})")
-    return text
 
 
 if __name__ == "__main__":

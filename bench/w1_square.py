@@ -21,16 +21,27 @@ from bench import harness, kernels
 from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover, torch_peer
 from bench.peers.threads import blas_threads, blas_threads_note
+from nanotc.cli.options import positive
 
 SIZES = (256, 512, 1024, 2048)
 QUICK_SIZES = (64, 128)
+ARRAYS = 9  # n x n arrays at once per size, of up to 8 bytes an element (`size`)
 
 
 def block_size(n: int, nb: int | None, threads: int) -> int:
+    """Columns per work-group: `nb`, else n/threads; either must divide n."""
     block = nb or max(1, n // threads)
     if n % block:
-        raise ValueError(f"nb={block} does not divide n={n}")
+        given = f"nb={nb}" if nb else f"the default nb = n/threads = {block} ({threads} threads)"
+        raise ValueError(f"{given} does not divide n={n}")
     return block
+
+
+def check_blocks(sizes: Sequence[int], nb: int | None, threads: Sequence[int]) -> None:
+    """Raise ValueError unless `block_size` divides every n on every thread count."""
+    for n in sizes:
+        for count in threads:
+            block_size(n, nb, count)
 
 
 def run(
@@ -42,6 +53,7 @@ def run(
     """One row per (dtype, n, threads): nanotc and every available peer, validated then timed."""
     peers = peers if peers is not None else discover(settings.peers)
     sizes = tuple(sizes or (QUICK_SIZES if settings.quick else SIZES))
+    check_blocks(sizes, nb, settings.threads)  # before any row is timed
     rng = np.random.default_rng(settings.seed)
     rows = []
     for dtype in settings.dtypes:
@@ -118,11 +130,19 @@ def gemm_peers(
     return contenders
 
 
+def size(text: str) -> int:
+    """An n of at least 1 whose arrays fit in memory: ARRAYS n x n arrays of up to 8 bytes
+    an element (A, B and C; the check's float64 A, B, product, bound and absolute values)."""
+    n = positive(text)
+    harness.check_memory(ARRAYS * 8 * n * n, f"n={n}")
+    return n
+
+
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--sizes", type=harness.parse_list(int), help="n values (default 256..2048)"
+        "--sizes", type=harness.parse_list(size), help="n values (default 256..2048)"
     )
-    parser.add_argument("--nb", type=int, help="columns per work-group (default n/threads)")
+    parser.add_argument("--nb", type=positive, help="columns per work-group (default n/threads)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -131,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_options(parser)
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32", "f64"))
+    try:
+        check_blocks(args.sizes or (QUICK_SIZES if settings.quick else SIZES), args.nb,
+                     settings.threads)  # fmt: skip
+    except ValueError as error:
+        parser.error(f"argument --sizes/--nb: {error}")
     harness.preamble(settings)
     peers = discover(settings.peers)
     rows = run(settings, peers, sizes=args.sizes, nb=args.nb)

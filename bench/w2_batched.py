@@ -41,6 +41,7 @@ from bench import harness, kernels
 from bench.harness import Contender, Row, Settings
 from bench.peers import Peers, discover, memory, torch_peer
 from bench.peers.threads import blas_threads, blas_threads_note
+from nanotc.cli.options import positive
 
 SHAPES = ((8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (56, 9, 9), (35, 9, 35), (20, 9, 20))
 QUICK_SHAPES = ((8, 8, 8), (35, 9, 35))
@@ -278,20 +279,38 @@ class Case:
         return [Contender("stream", stream, check=self.check.unchanged)]
 
 
-def add_shape_option(parser: argparse.ArgumentParser) -> None:
-    def shape(text: str) -> tuple[int, int, int]:
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """`MxNxK` of positive integers, one batch member of which fits in memory as float64
+    twice over (A, B and C, and as much again: the check's copy of C, numpy's scratch...)."""
+    try:
         m, n, k = (int(x) for x in text.lower().split("x"))
-        return m, n, k
+    except ValueError:
+        m = n = k = 0
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"expected MxNxK of positive integers, got {text!r}")
+    harness.check_memory(2 * 8 * (m * k + k * n + m * n), f"a batch member of {m}x{n}x{k}")
+    return m, n, k
 
-    parser.add_argument("--shapes", type=harness.parse_list(shape), help="MxNxK,... (M,N,K)")
+
+def add_shape_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shapes", type=harness.parse_list(parse_shape), help="MxNxK,... (M,N,K)")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     add_shape_option(parser)
-    parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache,launch")
-    parser.add_argument("--working-set-mb", type=float, help="memory variant size (default 200)")
-    parser.add_argument("--cache-kb", type=float, help="cache variant size (default 256)")
-    parser.add_argument("--launch-batch", type=int, help="launch variant batch (default 64)")
+    parser.add_argument(
+        "--variants", type=harness.parse_list(harness.choice(VARIANTS, "variant")),
+        help=f"of {','.join(VARIANTS)} (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--working-set-mb", dest="working_set", type=harness.amount(10**6, "MB"),
+        help="memory variant size (default 200)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache-kb", dest="cache", type=harness.amount(10**3, "kB"),
+        help="cache variant size (default 256)",
+    )  # fmt: skip
+    parser.add_argument("--launch-batch", type=positive, help="launch variant batch (default 64)")
     parser.add_argument(
         "--libxsmm-prefetch", action="store_true", help="libxsmm kernels prefetch the next operands"
     )
@@ -302,10 +321,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def sizes_from(args: argparse.Namespace, quick: bool) -> Sizes:
     sizes = Sizes.quick() if quick else Sizes()
-    if args.working_set_mb:
-        sizes = replace(sizes, working_set=int(args.working_set_mb * 1e6))
-    if args.cache_kb:
-        sizes = replace(sizes, cache=int(args.cache_kb * 1e3))
+    if args.working_set:
+        sizes = replace(sizes, working_set=args.working_set)
+    if args.cache:
+        sizes = replace(sizes, cache=args.cache)
     if args.launch_batch:
         sizes = replace(sizes, launch_batch=args.launch_batch)
     return sizes

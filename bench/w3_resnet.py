@@ -71,6 +71,19 @@ QUICK_LAYERS = (2, 12, 18)
 QUICK_SCALE = 8  # quick mode divides every dimension by this
 
 
+def layer_id(text: str) -> int:
+    """The id of a row of Table I, from 1 to 20."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= len(TABLE_I):
+        raise argparse.ArgumentTypeError(
+            f"expected a Table I layer id from 1 to {len(TABLE_I)}, got {text!r}"
+        )
+    return value
+
+
 def run(
     settings: Settings,
     peers: Peers | None = None,
@@ -235,7 +248,9 @@ def total_times(rows: Sequence[Row]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_common_options(parser)
-    parser.add_argument("--layers", type=harness.parse_list(int), help="Table I ids (default all)")
+    parser.add_argument(
+        "--layers", type=harness.parse_list(layer_id), help="Table I ids, 1-20 (default all)"
+    )
     parser.add_argument("--dynamic", action="store_true", help="memref<f32x?x?> operand types")
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1,), dtypes=("f32",))

@@ -56,6 +56,7 @@ BF16 = ml_dtypes.bfloat16
 SIXTEEN_BIT = {"bf16": BF16, "f16": np.float16}
 PARTS = ("mlp", "mlp-bf16c", "brgemm", "batched", "memory")
 MLP = ((512, 1024, 1024), (512, 2048, 2048))
+QUICK_MLP = ((64, 128, 128),)
 BRGEMM = ((64, 64, 64, 32), (32, 32, 32, 64))  # M, N, K, pairs
 CALL_SECONDS = 0.1
 CACHE_BYTES = 256 * 10**3
@@ -113,6 +114,7 @@ class Batches:
 def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = PARTS,
         batches: Batches = Batches()) -> list[Row]:  # fmt: skip
     peers = peers if peers is not None else discover(settings.peers)
+    check_threads(parts, settings.threads, settings.quick)  # before any row is timed
     rng = np.random.default_rng(settings.seed)
     rows: list[Row] = []
     for part in parts:
@@ -129,10 +131,20 @@ def run(settings: Settings, peers: Peers | None = None, parts: Sequence[str] = P
     return rows
 
 
+def check_threads(parts: Sequence[str], threads: Sequence[int], quick: bool) -> None:
+    """Raise ValueError unless every thread count divides the mlp parts' N: one column block
+    per thread, all of the same width."""
+    if not {"mlp", "mlp-bf16c"} & set(parts):
+        return
+    for _, n, _ in QUICK_MLP if quick else MLP:
+        if uneven := next((t for t in threads if n % t), None):
+            raise ValueError(f"the mlp parts' N = {n} is not a multiple of {uneven} threads")
+
+
 def _mlp(settings: Settings, peers: Peers, rng: np.random.Generator, output: str = "f32"
          ) -> list[Row]:  # fmt: skip
     """The MLP layers into C of `output` (f32 or bf16)."""
-    shapes = ((64, 128, 128),) if settings.quick else MLP
+    shapes = QUICK_MLP if settings.quick else MLP
     return [row for shape in shapes for row in _mlp_shape(settings, peers, rng, shape, output)]
 
 
@@ -398,26 +410,26 @@ def _row(part: str, shape: str, threads: int, flops: float, timings: dict[str, T
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parts", type=harness.parse_list(str), help="mlp,brgemm,batched")
+    parser.add_argument(
+        "--parts", type=harness.parse_list(harness.choice(PARTS, "part")),
+        help=f"of {','.join(PARTS)} (default: all)",
+    )  # fmt: skip
     add_shape_option(parser)  # the batched part's
-    parser.add_argument("--cache-kb", type=float, help="batched part's batch size (default 256)")
+    parser.add_argument(
+        "--cache-kb", dest="cache_bytes", type=harness.amount(10**3, "kB"),
+        default=CACHE_BYTES, help="batched part's batch size (default 256)",
+    )  # fmt: skip
     parser.add_argument(
         "--inputs", choices=tuple(SIXTEEN_BIT), default="bf16", help="batched part's A and B"
     )
     parser.add_argument(
-        "--working-set-mb", type=float, help="memory part's batch size (default 200)"
-    )
+        "--working-set-mb", dest="working_set", type=harness.amount(10**6, "MB"),
+        default=WORKING_SET_BYTES, help="memory part's batch size (default 200)",
+    )  # fmt: skip
     parser.add_argument(
-        "--offset", type=_offset, default=0,
+        "--offset", type=harness.line_offset(4), default=0,  # f32 C: whole elements
         help="bytes past a cache line where the batched part's A, B and C start (default 0)",
     )  # fmt: skip
-
-
-def _offset(text: str) -> int:
-    offset = int(text) if text.isdigit() else -1
-    if not 0 <= offset < harness.LINE_BYTES or offset % 4:
-        raise argparse.ArgumentTypeError(f"expected a multiple of 4 below 64, got {text!r}")
-    return offset
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -426,12 +438,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_options(parser)
     args = parser.parse_args(argv)
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32",))
+    try:
+        check_threads(args.parts or PARTS, settings.threads, settings.quick)
+    except ValueError as error:
+        parser.error(f"argument --threads: {error}")
     harness.preamble(settings)
     peers = discover(settings.peers)
     batches = Batches(
         args.shapes,
-        int(args.cache_kb * 1e3) if args.cache_kb else CACHE_BYTES,
-        int(args.working_set_mb * 1e6) if args.working_set_mb else WORKING_SET_BYTES,
+        args.cache_bytes,
+        args.working_set,
         args.inputs,
         args.offset,
     )

@@ -91,7 +91,7 @@ def operands(op: str, dtype: str, total: int, threads: int, rng: np.random.Gener
 
     def rand(*shape: int) -> np.ndarray:
         values = np.asfortranarray(rng.uniform(-1, 1, shape).astype(np_dtype))
-        return values if line_offset is None else _placed(values, line_offset)
+        return values if line_offset is None else harness.placed(values, line_offset)
 
     if op in ("gemv.n", "gemv.t", "ger"):
         side = max(step, math.isqrt(total // size) // step * step)
@@ -123,15 +123,6 @@ def operands(op: str, dtype: str, total: int, threads: int, rng: np.random.Gener
     partials = np.full(threads, np.nan, dtype=np_dtype)
     expected, bound = np.asarray(x64.sum()), np.asarray(np.abs(x64).sum())
     return Operands({"x": x, "s": partials}, "s", expected, bound, n, float(n * size), float(n))
-
-
-def _placed(values: np.ndarray, line_offset: int) -> np.ndarray:
-    """A copy of `values` (column-major) starting `line_offset` bytes past a 64-byte line."""
-    raw = np.empty(values.nbytes + 64 + line_offset, np.uint8)
-    start = (-raw.ctypes.data) % 64 + line_offset
-    out = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape, order="F")
-    out[...] = values
-    return out
 
 
 def nanotc_call(op: str, dtype: str, data: Operands, threads: int) -> Callable[[int], None]:
@@ -309,15 +300,26 @@ def _row(
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_common_options(parser)
-    parser.add_argument("--ops", type=harness.parse_list(str), help=f"of {','.join(OPS)}")
-    parser.add_argument("--variants", type=harness.parse_list(str), help="memory,cache")
     parser.add_argument(
-        "--line-offset", type=int, help="bytes past a cache line where operands start (0-63)"
+        "--ops", type=harness.parse_list(harness.choice(OPS, "op")), help=f"of {','.join(OPS)}"
     )
+    parser.add_argument(
+        "--variants", type=harness.parse_list(harness.choice(VARIANTS, "variant")),
+        help=f"of {','.join(VARIANTS)} (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--line-offset", type=harness.line_offset(1),
+        help="bytes past a cache line where operands start: a multiple of every --dtypes' "
+        "element size below 64 (f32: 4, f64: 8)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.line_offset is not None and not 0 <= args.line_offset < 64:
-        parser.error(f"--line-offset must be 0-63, got {args.line_offset}")
     settings = harness.settings_from(args, threads=(1, 2), dtypes=("f32", "f64"))
+    if args.line_offset is not None:
+        for dtype in settings.dtypes:
+            if args.line_offset % (size := np.dtype(harness.DTYPES[dtype]).itemsize):
+                parser.error(f"argument --line-offset: expected a multiple of {size} (the "
+                             f"element size of {dtype}: every --dtypes' operands start there), "
+                             f"got {args.line_offset}")  # fmt: skip
     harness.preamble(settings)
     peers = discover(settings.peers)
     variants = tuple(args.variants or VARIANTS)
