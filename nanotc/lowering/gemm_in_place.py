@@ -130,8 +130,15 @@ def k_block_depth(target: Target, tile: RegisterTile, size: int, k: int) -> int:
 
 
 def panel_depth(target: Target, tile: RegisterTile, size: int, k: int) -> int:
-    """K block of a row panel: its A block fills half of L1 at most."""
-    return _equal_blocks(k, target.l1_bytes // 2 // (tile.mr * size))
+    """K block of a row panel: where its tiles ask for the next A block, that block fills half
+    of L1 at most, as it must be there when they compute; where their K loops prefetch A
+    themselves (`Target.prefetches_next_panel_block` off), half of L2, from which they
+    stream it, so that C's panel is loaded and stored once for all of a K that short. On
+    the AMX Xeon, whole K against blocks of half of L1: W3's 3136x64x576 1.09x, 3136x128x256
+    1.09x, 784x256x512 1.07x, 784x128x1152 1.07x, 784x128x512 1.05x, 12544x64x147,
+    3136x64x256 and 196x256x1024 1.03x (paired, one thread)."""
+    share = target.l1_bytes if target.prefetches_next_panel_block else target.l2_bytes
+    return _equal_blocks(k, share // 2 // (tile.mr * size))
 
 
 def _equal_blocks(k: int, longest: int) -> int:

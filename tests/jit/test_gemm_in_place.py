@@ -242,6 +242,15 @@ def test_k_within_one_row_panel_block_stays_whole() -> None:
     assert panel_depth(get("avx512"), tile, 4, 100) == 100
 
 
+@pytest.mark.parametrize(("k", "depth"), [(576, 576), (5461, 5461), (5462, 2731), (20000, 5000)])
+def test_panels_prefetching_in_their_k_loops_take_k_blocks_of_half_of_l2(
+    k: int, depth: int
+) -> None:
+    """48-row f32 panels on 2 MiB of L2: A blocks of at most 1 MiB, 5461 columns."""
+    target = replace(get("avx512"), prefetches_next_panel_block=False)
+    assert panel_depth(target, RegisterTile(3, 8, 16), 4, k) == depth
+
+
 def at_line_offset(array: np.ndarray, elements: int) -> np.ndarray:
     """A Fortran-ordered copy of `array` starting `elements` elements past a 64-byte line."""
     size = array.itemsize
@@ -332,8 +341,8 @@ def test_row_panels_of_targets_not_asking_for_the_next_block_prefetch_in_their_k
     lines: bool, rng
 ) -> None:
     """Where `prefetches_next_panel_block` is off (the AMX Xeon), the panels' tiles ask for
-    nothing ahead and their K loops prefetch A themselves; on line-aligned panels (C's column
-    stride a whole line) and on others."""
+    nothing ahead and their K loops prefetch A themselves, over all of a K whose panel fits
+    half of L2; on line-aligned panels (C's column stride a whole line) and on others."""
     m, n, k = (3136, 64, 576) if lines else (1000, 64, 300)
     target = replace(ZEN3, prefetches_next_panel_block=False)
     compilation = compiled(gemm_text("f32", "n", "n", shapes_of("n", "n", m, n, k)), target)
@@ -342,6 +351,7 @@ def test_row_panels_of_targets_not_asking_for_the_next_block_prefetch_in_their_k
     assert ("tile.line_lead" in tiled) is lines
     assert "tile.prefetch" not in tiled and ".fetched" not in tiled
     assert "prefetch A[row:row+16, k+" in compilation.nanokernels()
+    assert re.search(rf"for %\d+ = 0, {k}, {k} \{{", tiled)  # one K block
     if runs_here(target):
         a, b, c = operands(rng, "f32", "n", "n", m, n, k)
         want = expected(a, b, c, "n", "n", 1.5, 0.5)
