@@ -72,7 +72,8 @@ class Target:
     a_block_l2s_over_memory: float = 0.5
     # the row-panel path's tiles ask for the next A block while they compute, and their K
     # loops then prefetch none of A (`gemm_in_place._k_blocks`); where measured slower (else
-    # True), the K loops prefetch A ahead themselves
+    # True), the K loops prefetch A ahead themselves, over K blocks of half of L2 rather than
+    # of L1 (`gemm_in_place.panel_depth`)
     prefetches_next_panel_block: bool = True
     # k steps in one iteration of a K loop whose addressing is all static (measured per CPU:
     # `lowering.nanokernel.k_unroll`)
