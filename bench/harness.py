@@ -698,6 +698,21 @@ _dtype = choice(tuple(DTYPES), "dtype")
 _peer = choice(peer_names, "peer")
 
 
+def int_between(low: int, high: int, what: str) -> Callable[[str], int]:
+    """A `type=` converter of an integer from `low` to `high` (`what` names one in the error)."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low} to {high}, got {text!r}")
+        return value
+
+    return convert
+
+
 def thread_count(text: str) -> int:
     """A thread count: from 1 to MAX_THREADS."""
     threads = positive(text)

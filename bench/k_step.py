@@ -201,26 +201,14 @@ def _check_by_name(loops: Sequence[KLoop]) -> Callable[[str], None]:
     return lambda what: checks[what.split()[0]](what)
 
 
-def _steps(text: str) -> int:
-    """A loop's k steps: from 2 to B's column of floats."""
-    try:
-        steps = int(text)
-    except ValueError:
-        steps = 0
-    if not 2 <= steps <= B_COLUMN_BYTES // 4:
-        raise argparse.ArgumentTypeError(
-            f"expected k steps from 2 to {B_COLUMN_BYTES // 4}, got {text!r}"
-        )
-    return steps
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiles", type=harness.parse_list(Tile.parse),
                         default=tuple(Tile.parse(t) for t in
                                       ("4x6", "3x8", "2x12", "4x6u2", "3x8u2", "2x12u2")),
                         help="register tiles VxN[uU], e.g. 4x6,3x8u2")  # fmt: skip
-    parser.add_argument("--steps", type=harness.parse_list(_steps), default=(64, 128),
+    steps = harness.int_between(2, B_COLUMN_BYTES // 4, "k steps")
+    parser.add_argument("--steps", type=harness.parse_list(steps), default=(64, 128),
                         help="k steps per loop (A in L1 up to 128 steps of 4 vectors)")  # fmt: skip
     harness.add_common_options(parser)
     args = parser.parse_args(argv)

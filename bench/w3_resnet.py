@@ -71,17 +71,7 @@ QUICK_LAYERS = (2, 12, 18)
 QUICK_SCALE = 8  # quick mode divides every dimension by this
 
 
-def layer_id(text: str) -> int:
-    """The id of a row of Table I, from 1 to 20."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= len(TABLE_I):
-        raise argparse.ArgumentTypeError(
-            f"expected a Table I layer id from 1 to {len(TABLE_I)}, got {text!r}"
-        )
-    return value
+layer_id = harness.int_between(1, len(TABLE_I), "a Table I layer id")
 
 
 def run(
