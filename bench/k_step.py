@@ -1,13 +1,16 @@
 """The K loop's ceiling on this core: hand-scheduled AVX-512 f32 k steps against the peak loop.
 
     python -m bench.k_step [--steps 64,128] [--tiles 4x6,3x8,2x12,4x6u2,3x8u2,2x12u2,2x8e]
+                           [--line-offset 16]
 
 A gemm's K loop does what the peak loop (`bench/peak.py`) does plus loads: each k step of a V x
 N register tile (V vectors of 16 floats by N columns) loads V vectors of A and broadcasts N
 elements of B, and issues V * N FMAs into V * N accumulators. Here each tile's k step is
 written in assembly (inline in LLVM IR, so the compiler neither schedules nor allocates it),
 `u2` unrolled twice, `e` with B as the FMAs' broadcast memory operands, its A (`steps` vectors
-of V * 16 floats, consecutive) and B (N columns 1 KiB apart) in L1. Each loop is a real gemm,
+of V * 16 floats, consecutive) and B (N columns 1 KiB apart) in L1, both starting on a cache
+line (`--line-offset`: A that many bytes past one, as numpy places arrays: 16 for large ones,
+where every vector load of A spans two lines). Each loop is a real gemm,
 checked against numpy, and timed in the same interleaved rounds as a loop of the same FMAs on
 registers only ("fma-only", V x N = 24 FMAs a step). The percent of that loop is the ceiling a
 K loop of that tile reaches on this core (before anything else a gemm does: C's loads and
@@ -32,6 +35,7 @@ from nanotc import targets
 from nanotc.runtime import jit
 
 B_COLUMN_BYTES = 1024  # B's leading dimension: 256 floats
+CALL_SECONDS = 0.02  # a timed call: as long as the benchmarks' kernel calls
 LANES = 16  # f32 in a zmm register
 _LOOP = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
@@ -137,7 +141,7 @@ exit:
 class KLoop:
     """One tile's loop, compiled for this host, on its own A, B and C."""
 
-    def __init__(self, tile: Tile, steps: int, rng: np.random.Generator):
+    def __init__(self, tile: Tile, steps: int, rng: np.random.Generator, a_offset: int = 0):
         if steps % tile.unroll:
             raise ValueError(f"{tile.name}: {steps} steps are not a multiple of its unrolling")
         target = targets.host()
@@ -145,8 +149,10 @@ class KLoop:
         self._module = jit.JitModule(jit.optimize(loop_ir(tile), target), target)
         self._loop = _LOOP(self._module.address("k_loop"))
         rows = tile.vectors * LANES
-        self.a = rng.uniform(-1, 1, (steps + 1) * rows).astype(np.float32)
-        self.b = rng.uniform(-1, 1, (tile.columns, B_COLUMN_BYTES // 4)).astype(np.float32)
+        a = rng.uniform(-1, 1, (steps + 1) * rows).astype(np.float32)
+        b = rng.uniform(-1, 1, (tile.columns, B_COLUMN_BYTES // 4)).astype(np.float32)
+        self.a = harness.placed(a, a_offset)
+        self.b = harness.placed(b.T, 0).T  # B's columns are b's rows: C order, on a line
         self.c = np.zeros((tile.columns, rows), np.float32)
         self._args = (self.a.ctypes.data, self.b.ctypes.data, self.c.ctypes.data, steps)
 
@@ -176,15 +182,17 @@ class Result(NamedTuple):
     percent_fma_only: float  # of the FMA-only loop's FLOP rate, paired by round
 
 
-def run(settings: Settings, tiles: Sequence[Tile], step_counts: Sequence[int]) -> list[Result]:
-    """For each step count, every tile and the FMA-only loop in the same rounds."""
+def run(settings: Settings, tiles: Sequence[Tile], step_counts: Sequence[int],
+        a_offset: int = 0, call_seconds: float = CALL_SECONDS) -> list[Result]:  # fmt: skip
+    """For each step count, every tile and the FMA-only loop in the same rounds, each timed
+    call lasting about `call_seconds`; A `a_offset` bytes past a cache line."""
     rng = np.random.default_rng(settings.seed)
     results = []
     for steps in step_counts:
-        loops = [KLoop(tile, steps, rng) for tile in (FMA_ONLY, *tiles)]
+        loops = [KLoop(tile, steps, rng, a_offset) for tile in (FMA_ONLY, *tiles)]
         contenders = [Contender(loop.tile.name, loop) for loop in loops]
         timings = harness.compare(
-            f"k steps x {steps}", contenders, _check_by_name(loops), settings, call_seconds=0.02
+            f"k steps x {steps}", contenders, _check_by_name(loops), settings, call_seconds
         )
         base = timings[FMA_ONLY.name]
         for loop in loops:
@@ -210,6 +218,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     steps = harness.int_between(2, B_COLUMN_BYTES // 4, "k steps")
     parser.add_argument("--steps", type=harness.parse_list(steps), default=(64, 128),
                         help="k steps per loop (A in L1 up to 128 steps of 4 vectors)")  # fmt: skip
+    parser.add_argument("--line-offset", type=harness.line_offset(4), default=0,
+                        help="bytes past a cache line where A starts (default 0; numpy "
+                             "places large arrays 16 past one)")  # fmt: skip
+    parser.add_argument("--call-ms", type=harness.int_between(1, 1000, "milliseconds"),
+                        default=round(CALL_SECONDS * 1000),
+                        help="milliseconds a timed call lasts (default 20)")  # fmt: skip
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     if "+avx512f" not in targets.host().llvm_features.split(","):
@@ -219,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(f"--steps: {uneven} not a multiple of {tile.name}'s unrolling "
                          f"({tile.unroll})")  # fmt: skip
     print(f"{'steps':>5}  {'tile':<8}  {'GFLOP/s':>8}  {'% fma-only':>10}")
-    for r in run(harness.settings_from(args, (1,), ("f32",)), args.tiles, args.steps):
+    settings = harness.settings_from(args, (1,), ("f32",))
+    for r in run(settings, args.tiles, args.steps, args.line_offset, args.call_ms / 1000):
         print(f"{r.steps:>5}  {r.tile:<8}  {r.gflops:>8.1f}  {r.percent_fma_only:>10.1f}")
 
 

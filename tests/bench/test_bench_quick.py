@@ -30,6 +30,7 @@ from bench.peers import Peers, discover, memory
 from nanotc import targets
 from nanotc.codegen import asm
 from nanotc.runtime import jit
+from nanotc.runtime.aligned import LINE_BYTES
 
 QUICK = replace(Settings(quick=True).quick_defaults(), repeats=1, budget=0.05)
 
@@ -143,10 +144,25 @@ def test_peak_loops_keep_their_chains_in_registers(name: str) -> None:
         assert hot[0].stack_accesses() == [], loop.name
 
 
-def test_in_cache_times_the_peak_loop_beside_the_kernels(peers: Peers) -> None:
+def test_in_cache_times_the_peak_loop_beside_the_kernels(
+    peers: Peers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placements = []
+    row = in_cache._row
+
+    def placed_row(case: w2_batched.Case, peers: Peers, offset: int) -> Row:
+        placements.append({x.ctypes.data % LINE_BYTES for x in (case.a, case.b, case.c)})
+        return row(case, peers, offset)
+
+    monkeypatch.setattr(in_cache, "_row", placed_row)
     rows = in_cache.run(QUICK, peers, shapes=((32, 32, 64),))
     assert_rates(rows)
-    assert [(r.dtype, r.shape) for r in rows] == [("f32", "32x32x64"), ("f64", "32x32x64")]
+    assert [(r.workload, r.dtype, r.shape) for r in rows] == [
+        (workload, dtype, "32x32x64")
+        for dtype in ("f32", "f64")
+        for workload in ("in-cache", "in-cache+16")
+    ]
+    assert placements == [{0}, {16}, {0}, {16}]  # A, B and C on a line, then 16 bytes past
     assert_peak_in_rounds(rows)
 
 
