@@ -58,6 +58,7 @@ from nanotc.lowering.gemm_blocked import (
 )
 from nanotc.lowering.gemm_tiles import (
     Index,
+    columns_share_line_offset,
     direct_model_extents,
     dot_rows,
     gemm_extents,
@@ -160,7 +161,7 @@ def tile_gemm_in_place(
         _k_blocks(b, g, tile, 0, m, kc, dot_rows(g, target))
         return b.region.instructions
     ahead = target.prefetches_next_panel_block
-    if _columns_share_line_offset(g, target) and m >= 2 * tile.mr:
+    if columns_share_line_offset(g, target) and m >= 2 * tile.mr:
         _line_aligned_panels(b, g, tile, kc, ahead)
         return b.region.instructions
     full = m // tile.mr * tile.mr
@@ -177,16 +178,6 @@ def _last_rows_tile(tile: RegisterTile, target: Target) -> RegisterTile:
     tile where masks are k registers, else one vector by its columns (the panel's tile has
     no registers for masks: `choices.reads_whole_rows`)."""
     return tile if target.masked_memory else RegisterTile(1, tile.nr, tile.lanes)
-
-
-def _columns_share_line_offset(g: Gemm, target: Target) -> bool:
-    """Every column of A starts at the same offset in its cache line, and so does every
-    column of C: column strides of whole cache lines."""
-    size, line = g.a.type.element.size, target.line_bytes
-    return g.trans_a is Transpose.N and all(
-        isinstance(stride, int) and stride * size % line == 0
-        for stride in (g.a.type.stride[1], g.c.type.stride[1])
-    )
 
 
 def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int, ahead: bool) -> None:

@@ -1507,3 +1507,21 @@ def test_nanokernel_k_loops_start_on_a_cache_line(text: str, target: str, op: st
     loops = [loop for loop in asm.hot_loops(code, "k", op) if loop.count(op) >= 4]
     assert loops
     assert {loop.label for loop in loops} <= _aligned_labels(code)
+
+
+@pytest.mark.parametrize("target", ["avx512", "avx2"])
+@pytest.mark.parametrize("shape", [(3136, 64, 64), (784, 100, 64)], ids=str)
+def test_tiles_lined_up_on_a_stay_spill_free(target: str, shape: tuple[int, int, int]) -> None:
+    """The direct path's tiles lined up on A's cache lines (`gemm_tiles.lines_up_rows`): the
+    whole tiles' K loops load A without masks, the edge vectors' with them, and neither
+    spills."""
+    m, n, k = shape
+    a, b, c = f"memref<f32x{m}x{k}>", f"memref<f32x{k}x{n}>", f"memref<f32x{m}x{n}>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, {a}, {b}, f32, {c}
+}}"""
+    assert "tile.line_lead %A" in nanotc.compile(text, target=target).tiled()
+    loops = check_hot_loops(text, target)
+    mask = "{%k" if target == "avx512" else "vmaskmov"
+    masked = [any(mask in i for i in loop.instructions) for loop in loops]
+    assert False in masked and True in masked
