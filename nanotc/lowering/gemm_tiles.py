@@ -303,22 +303,18 @@ def lines_up_rows(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     """Whether the row tiles start where A's columns cross a cache line (`tile_block`'s
     `lead`): a static M of at least MIN_LINED_UP_VECTORS vectors whose columns share their
     offset in a line, K at least MIN_LINED_UP_DEPTH. numpy starts a large array 16 bytes
-    into a line, where every vector of A spans two: A read from L2 once per column block,
-    f32 784x512x256 and 784x512x128 ran 1.07-1.10x faster on a line. The rows before the
-    first line and after the last whole tile take masked one-vector tiles, which the 16
+    into a line, where every vector of A spans two lines: A read from L2 once per column
+    block, f32 784x512x256 and 784x512x128 ran 1.07-1.10x faster on a line. The rows before
+    the first line and after the last whole tile take masked one-vector tiles, which the 16
     vectors of M = 256 did not repay: lined up, against not, A 16 bytes past a line, f32
-    3136x64x64 1.03-1.07x, 784x512x256 1.05-1.09x, 512x128x128 1.03-1.04x, 1024x14x64
-    1.05x, 384x256x128 0.98x, 256x256x256 0.94-0.97x; f64 512x128x128 1.07-1.08x,
-    1024x256x128 1.14x. Shallower K was not measured: the tall batch members of K 3 to 9,
-    whose tiles `member_tile_model` chose on numpy's placement, keep them."""
+    3136x64x64 1.05-1.07x, 784x512x256 1.05x, 512x128x128 1.03-1.04x, 1024x14x64 1.05x,
+    384x256x128 0.98x, 256x256x256 0.94-0.97x; f64 512x128x128 1.07-1.08x, 1024x256x128
+    1.14x. Shallower K was not measured: the tall batch members of K 3 to 9, whose tiles
+    `member_tile_model` chose on numpy's placement, keep them."""
     m, _, k = gemm_extents(g)
-    return (
-        m is not None
-        and m // tile.lanes >= MIN_LINED_UP_VECTORS
-        and k is not None
-        and k >= MIN_LINED_UP_DEPTH
-        and columns_share_line_offset(g, target)
-    )
+    if m is None or k is None or k < MIN_LINED_UP_DEPTH:
+        return False
+    return m // tile.lanes >= MIN_LINED_UP_VECTORS and columns_share_line_offset(g, target)
 
 
 def dot_rows(g: Gemm, target: Target) -> int:
