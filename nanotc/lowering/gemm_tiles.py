@@ -310,11 +310,15 @@ def lines_up_rows(g: Gemm, target: Target, tile: RegisterTile) -> bool:
     3136x64x64 1.05-1.07x, 784x512x256 1.05x, 512x128x128 1.03-1.04x, 1024x14x64 1.05x,
     384x256x128 0.98x, 256x256x256 0.94-0.97x; f64 512x128x128 1.07-1.08x, 1024x256x128
     1.14x. Shallower K was not measured: the tall batch members of K 3 to 9, whose tiles
-    `member_tile_model` chose on numpy's placement, keep them."""
+    `member_tile_model` chose on numpy's placement, keep them. Nor was an A of another
+    type than C's."""
     m, _, k = gemm_extents(g)
     if m is None or k is None or k < MIN_LINED_UP_DEPTH:
         return False
-    return m // tile.lanes >= MIN_LINED_UP_VECTORS and columns_share_line_offset(g, target)
+    element = g.c.type.element
+    measured = element in NANOKERNEL_TYPES and g.a.type.element is element
+    tall = m // tile.lanes >= MIN_LINED_UP_VECTORS
+    return measured and tall and columns_share_line_offset(g, target)
 
 
 def dot_rows(g: Gemm, target: Target) -> int:

@@ -75,3 +75,15 @@ def test_short_or_unevenly_placed_columns_keep_their_tiles(
     lines have no one boundary to start at; K below MIN_LINED_UP_DEPTH was not measured."""
     tiled = _tiled(ty, shape)
     assert path_of(tiled, shape[0]) == "direct" and "tile.line_lead" not in tiled
+
+
+def test_a_of_another_type_than_c_keeps_its_tiles() -> None:
+    """f32 A and B into f64 C: a vector of C's rows is half a vector of A's, and lining
+    them up was not measured."""
+    m, n, k = LINED_UP["f32"]
+    a, b, c = f"memref<f32x{m}x{k}>", f"memref<f32x{k}x{n}>", f"memref<f64x{m}x{n}>"
+    text = f"""func @k(%A: {a}, %B: {b}, %C: {c}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f64, {a}, {b}, f64, {c}
+}}"""
+    tiled = compiled(text).tiled()
+    assert path_of(tiled, m) == "direct" and "tile.line_lead" not in tiled
