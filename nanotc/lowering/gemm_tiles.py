@@ -428,7 +428,8 @@ def tile_output(
     `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
     the analytical one. `peel_first`: the first column block outside the loop over them.
     `half_tail`: a run-time M ends in a tile of half the rows where it can. `lined_up`: the
-    operand whose cache lines the row tiles of a static M start on (`tile_block`)."""
+    operand on whose vector boundaries (its lines' for vectors of a line) the row tiles of
+    a static M start (`tile_block`)."""
     m, n, k = extents
     if tile is None:
         tile = choose(target, c.type.element, m, n, k, reserved)
@@ -455,8 +456,9 @@ def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroF
     `after` for each column block of them). `peel_first`: a static n's first column block
     is emitted outside the loop over the others (its tiles see column 0 as a number).
     `half_tail`: a run-time m ends in a tile of half the rows where its last rows fit
-    (`_Tiler._run_time_rows`). `lead`: the rows before a static m's first cache line
-    (`tile.line_lead`), where its row tiles then start (`_Tiler._lined_up_rows`)."""
+    (`_Tiler._run_time_rows`). `lead`: the rows before the first vector boundary of A's
+    columns (`tile_output`), where a static m's row tiles then start
+    (`_Tiler._lined_up_rows`)."""
     tiler = _Tiler(tile, m, micro, after, half_tail, lead)
     if isinstance(n, int):
         _static_columns(b, tiler, n, peel_first)
@@ -501,8 +503,9 @@ class _Tiler:
         self._run_time_rows(b, col, width)
 
     def _lined_up_rows(self, b: Builder, m: int, lead: Value, col: Index, width: int) -> None:
-        """Whole tiles from row `lead`, where A's columns cross a cache line, so that their
-        vectors of A are whole lines; the rows before and after them by `_edge_rows`."""
+        """Whole tiles from row `lead`, where A's columns cross a vector boundary, so that
+        no vector of A spans two cache lines; the rows before and after them by
+        `_edge_rows`."""
         mr = self.tile.mr
         tiles = b.index(BinaryOp.DIV, b.index(BinaryOp.SUB, m, lead), mr)
         end = b.index(BinaryOp.ADD, lead, b.index(BinaryOp.MUL, tiles, mr))
