@@ -11,9 +11,9 @@ arrays, where installed: libxsmm, torch, numpy (as in W2's cache variant).
 
     python -m bench.in_cache [--shapes 64x64x256,64x64x64] [--dtypes f32] [--line-offsets 0,16]
 
-Where the operands lie matters here: a vector load of A that spans two cache lines, each one when
-A's columns start 16 bytes past a line (where numpy puts arrays of 128 KiB and more), ran the
-64x64x256 gemm 8-10% slower, A coming from L2 (the same in hand-written assembly). So each
+Where the operands lie matters here: when A's columns start 16 bytes past a cache line (where
+numpy puts arrays of 128 KiB and more), every vector load of A spans two lines, and the
+64x64x256 gemm, its A coming from L2, ran 8-10% slower (as did a hand-written loop). So each
 configuration runs twice, every contender on the same arrays: A, B and C starting on a cache
 line (`in-cache`, as `nanotc.empty_aligned` gives them), and 16 bytes past one (`in-cache+16`).
 
