@@ -65,6 +65,7 @@ from nanotc.lowering.gemm_tiles import (
     row_dots_after,
     stored,
     tile_block,
+    whole_blocks_end,
 )
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.lowering.register_tile import RegisterTile, choose, choose_tall
@@ -192,8 +193,7 @@ def _line_aligned_panels(b: Builder, g: Gemm, tile: RegisterTile, kc: int, ahead
     lead = b.add(TileLineLead, source=g.a)
     head = b.if_(b.cmp(CmpCond.GT, lead, Constant(0, INDEX)), with_else=False)
     _k_blocks(head.then, g, edge, 0, lead, kc)
-    panels = b.index(BinaryOp.DIV, b.index(BinaryOp.SUB, m, lead), tile.mr)
-    end = b.index(BinaryOp.ADD, lead, b.index(BinaryOp.MUL, panels, tile.mr))
+    end = whole_blocks_end(b, m, lead, tile.mr)
     with b.for_(lead, end, tile.mr) as (body, row):
         _k_blocks(body, g, tile, row, tile.mr, kc, panel=ahead)
     rest = b.index(BinaryOp.SUB, m, end)

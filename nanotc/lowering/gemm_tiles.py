@@ -449,6 +449,12 @@ ColumnHook = Callable[[Builder, Index, int], None]
 """Emits something for one column block: (builder, col, width)."""
 
 
+def whole_blocks_end(b: Builder, m: int, start: Value, rows: int) -> Value:
+    """Where the whole blocks of `rows` rows from row `start` end, within m rows."""
+    blocks = b.index(BinaryOp.DIV, b.index(BinaryOp.SUB, m, start), rows)
+    return b.index(BinaryOp.ADD, start, b.index(BinaryOp.MUL, blocks, rows))
+
+
 def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory,
                after: ColumnHook | None = None, peel_first: bool = False,
                half_tail: bool = False, lead: Value | None = None) -> None:  # fmt: skip
@@ -507,8 +513,7 @@ class _Tiler:
         no vector of A spans two cache lines; the rows before and after them by
         `_edge_rows`."""
         mr = self.tile.mr
-        tiles = b.index(BinaryOp.DIV, b.index(BinaryOp.SUB, m, lead), mr)
-        end = b.index(BinaryOp.ADD, lead, b.index(BinaryOp.MUL, tiles, mr))
+        end = whole_blocks_end(b, m, lead, mr)
         with b.for_(lead, end, mr) as (body, row):
             self.micro(body, row, col, mr, mr, width)
         self._edge_rows(b, m, lead, end, col, width)
