@@ -45,7 +45,7 @@ from nanotc.runtime.fast_launch import (
     Scalar,
     integer_range,
 )
-from nanotc.runtime.pool import run_chunks
+from nanotc.runtime.pool import run_chunks, try_published
 from nanotc.runtime.writes import byte_range
 from nanotc.transforms.flops import gemm_work_per_group
 
@@ -197,10 +197,26 @@ def _run(kernel: Kernel, slots_at: int, work: Split) -> None:
     the native pool's workers."""
     if len(work.chunks) == 1:
         ((lo, hi),) = work.chunks
-        code = kernel._entry(slots_at, lo, hi, work.size)
+        _check_code(kernel, kernel._entry(slots_at, lo, hi, work.size))
     else:
-        chunks = len(work.chunks)
-        code = run_chunks(kernel._entry_address, slots_at, work.bounds_at, chunks, work.size)
+        _run_pooled(kernel, _pool_arguments(kernel, slots_at, work))
+
+
+PoolArguments = tuple[int, int, int, int, int]
+"""What the pool runs a launch's chunks from: the packed entry point, the slots, the chunks'
+bounds (addresses), how many chunks and work-groups."""
+
+
+def _pool_arguments(kernel: Kernel, slots_at: int, work: Split) -> PoolArguments:
+    return kernel._entry_address, slots_at, work.bounds_at, len(work.chunks), work.size
+
+
+def _run_pooled(kernel: Kernel, arguments: PoolArguments) -> None:
+    """The chunks on the published pool where it is free, else on the process's pool in
+    turn."""
+    code = try_published(*arguments)
+    if code is None:
+        code = run_chunks(*arguments)
     _check_code(kernel, code)
 
 
@@ -220,9 +236,15 @@ class Launch:
         self._keepalive = (slots, keepalive)
         self._work = work
         self._slots_at = ctypes.addressof(slots)
+        # read once: a launch of a few microseconds felt each lookup
+        pooled = len(work.chunks) > 1
+        self._pooled = _pool_arguments(kernel, self._slots_at, work) if pooled else None
 
     def __call__(self) -> None:
-        _run(self.kernel, self._slots_at, self._work)
+        if self._pooled is None:
+            _run(self.kernel, self._slots_at, self._work)
+        else:
+            _run_pooled(self.kernel, self._pooled)
 
 
 class SlotPacker:

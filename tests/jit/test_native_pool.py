@@ -335,3 +335,47 @@ def test_native_launches_get_the_pool_only_while_no_launch_has_it(recorder: jit.
     assert attempt(2) == -1 and attempt(1) == -1
     workers._call_stop(1)  # stopped before: returns at once
     assert list(slots[:2]) == [1, 2]
+
+
+def test_python_launches_try_the_published_pool_first(recorder: jit.JitModule, monkeypatch) -> None:
+    """`pool.try_published` runs chunks on the process's pool as a native launch would: the
+    chunks' codes when the pool is free and has the workers; None, having run nothing, while
+    another launch has it, where it has too few workers, or where no pool is published."""
+    workers = pool.pool_for(2)
+    bounds = np.array([(0, 1), (1, 2), (2, 3)], dtype=np.int64)
+    slots = np.zeros(8, dtype=np.int64)
+    launching = workers._state[16:24].view(np.int64)
+
+    def attempt(chunks: int) -> int | None:
+        return pool.try_published(recorder.address("record"), slots.ctypes.data,
+                                  bounds.ctypes.data, chunks, 3)  # fmt: skip
+
+    assert attempt(2) == 3 and list(slots[:2]) == [1, 2]
+    launching[0] = 1
+    try:
+        assert attempt(2) is None
+    finally:
+        launching[0] = 0
+    assert attempt(workers.workers + 2) is None
+    monkeypatch.setattr(pool, "_published_try_run", None)
+    assert attempt(2) is None
+    assert list(slots[:3]) == [1, 2, 0]
+
+
+def test_a_prepared_launch_waits_its_turn_while_the_pool_is_taken() -> None:
+    """A launch of several chunks that finds the published pool taken runs nothing, then
+    waits for the pool (`pool.run_chunks`) instead of failing."""
+    hits = np.zeros(64, np.int32)
+    launch = compiled(HITS)["k"].prepare(hits, group_size=64, num_threads=2)
+    launch()
+    launching = pool.pool_for(2)._state[16:24].view(np.int64)
+    launching[0] = 1
+    runner = threading.Thread(target=launch)
+    try:
+        runner.start()
+        runner.join(0.2)
+        assert runner.is_alive() and (hits == 1).all()
+    finally:
+        launching[0] = 0
+        runner.join()
+    assert (hits == 2).all()
