@@ -17,6 +17,7 @@ import pytest
 from bench import (
     harness,
     in_cache,
+    launch,
     layouts,
     peak,
     w1_square,
@@ -466,3 +467,21 @@ def test_layouts_refuses_a_wrong_kernel(text: str, case: str,
     settings = replace(QUICK, threads=(1,), dtypes=("f32",))
     with pytest.raises(harness.ValidationError, match=f"nanotc {re.escape(case)}"):
         layouts.run(settings, [case])
+
+
+def test_launch_times_every_way_after_checking_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch.main(["--calls", "3", "--runs", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if re.match(r"\| \d+\^3", line)]
+    assert len(rows) == len(launch.CASES)
+    for row in rows:
+        chunks, *microseconds = (float(x) for x in row.strip("|").split("|")[2:])
+        assert chunks >= 1 and all(t > 0 for t in microseconds)
+
+
+def test_launch_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """beta = 0 instead of 1: C's values before the launch must count."""
+    right = launch.kernels.batched
+    monkeypatch.setattr(launch.kernels, "batched",
+                        lambda *shape: right(*shape).replace("1.0, %c", "0.0, %c"))  # fmt: skip
+    with pytest.raises(harness.ValidationError, match="call: wrong result"):
+        launch.measure(launch.CASES[0], calls=1, runs=1)

@@ -17,6 +17,7 @@ from bench import (
     harness,
     in_cache,
     k_step,
+    launch,
     peak,
     target_variants,
     w1_square,
@@ -143,7 +144,8 @@ def test_the_thread_cap_is_the_c_drivers() -> None:
       "--line-offsets: expected a multiple of 8 below 64, got '4'"),
      (suite.main, ["--quick", "--threads", "3", "--workloads", "w1"],
       "--threads: w1: the default nb = n/threads = 21 (3 threads) does not divide n=64"),
-     (compile_time.main, ["--runs", "0"], "--runs: expected at least 1, got 0")],
+     (compile_time.main, ["--runs", "0"], "--runs: expected at least 1, got 0"),
+     (launch.main, ["--calls", "0"], "--calls: expected at least 1, got 0")],
 )  # fmt: skip
 def test_bad_values_are_usage_errors(
     main: Callable[[Sequence[str]], object], argv: list[str], message: str,
