@@ -64,7 +64,7 @@ class ErrorKind(enum.Enum):
     REDEFINED_FUNCTION = "Function {} was already defined at {}"
     RESERVED_FUNCTION_NAME = "Function name {} is reserved: {}"
     # types
-    OPERAND_TYPE_MISMATCH = "Type of SSA value does not match operand type"
+    OPERAND_TYPE_MISMATCH = "Type of SSA value does not match operand type: {} is {}, not {}"
     EXPECTED_MEMREF = "Expected memref type"
     EXPECTED_MEMREF_OR_GROUP = "Expected memref or group operand"
     EXPECTED_SCALAR = "Expected scalar type"

@@ -176,7 +176,9 @@ class StructureChecker:
         for name in ("start", "stop", "step"):
             value = inst.fields.get(name)
             if value is not None and not unknown(value) and value.type != inst.loop_type:
-                self.ctx.error(ErrorKind.OPERAND_TYPE_MISMATCH, inst, name)
+                shown = f"%{value.name}" if value.name else f"the {name}"
+                self.ctx.error(ErrorKind.OPERAND_TYPE_MISMATCH, inst, name, shown, value.type,
+                               inst.loop_type)  # fmt: skip
         step = inst.fields.get("step")
         if isinstance(step, Constant) and isinstance(step.value, int) and step.value <= 0:
             self.ctx.error(ErrorKind.INVALID_STEP, inst, "step")

@@ -331,7 +331,8 @@ class Parser(TypeParser):
         if isinstance(entry, _Literal):
             self.store_literal(state, name, index, self.literal(entry, annotated))
         elif entry.type != annotated and not isinstance(entry.type, UnknownType):
-            self.sink.error(ErrorKind.OPERAND_TYPE_MISMATCH, where)
+            self.sink.error(ErrorKind.OPERAND_TYPE_MISMATCH, where, f"%{entry.name}", entry.type,
+                            annotated)  # fmt: skip
             self.store_literal(state, name, index, Poison(UnknownType(), entry.name, entry.loc))
 
     def literal(self, lit: _Literal, annotated: Type) -> Value:

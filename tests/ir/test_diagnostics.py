@@ -309,3 +309,20 @@ def test_public_functions_name_what_they_expected_instead_of_a_program(
 def test_compile_options_of_the_wrong_type_are_refused(options: dict, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         nanotc.compile("func @k() {}", **options)
+
+
+def test_a_mismatched_operand_type_names_the_value_and_both_types() -> None:
+    """From text the value's name; in a built program, where a loop bound may have none,
+    the operand's role."""
+    text = "func @f(%i: i32) {\n    %y = arith.add %i, %i : i64\n}\n"
+    expected = "Type of SSA value does not match operand type: %i is i32, not i64"
+    assert [d.message for d in error_of(text).diagnostics] == [expected, expected]
+    f = FunctionBuilder("k", n=S.I32)
+    start = f.body.arith(ins.BinaryOp.ADD, f.args["n"], f.args["n"])
+    with f.body.for_(start, f.args["n"], loop_type=S.I64):
+        pass
+    found = [d.message for d in nanotc.verify(Program([f.finish()]))]
+    assert found == [
+        "Type of SSA value does not match operand type: the start is i32, not i64",
+        "Type of SSA value does not match operand type: %n is i32, not i64",
+    ]
