@@ -89,7 +89,7 @@ class ErrorKind(enum.Enum):
     INVALID_STRIDE = "Invalid stride: strides must satisfy 1 <= S1 and S(i-1)*s(i-1) <= S(i)"
     INVALID_OFFSET = "Offset must be non-negative or dynamic"
     NUMBER_OF_INDICES = "Number of indices must match memref order or must be 1 for group types"
-    OUT_OF_BOUNDS = "Argument is out of bounds"
+    OUT_OF_BOUNDS = "Argument is out of bounds: {}"
     INVALID_SLICE = "Static offset must be non-negative and static size must be positive"
     EXPAND_TOO_SMALL = "Expand shape must have at least 2 entries"
     EXPAND_TOO_MANY_DYNAMIC = "At most one mode must be dynamic ('?')"

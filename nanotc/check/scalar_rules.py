@@ -23,6 +23,7 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
     UnaryOp,
+    no_such_mode,
 )
 from nanotc.ir.types import (
     DYNAMIC,
@@ -130,7 +131,15 @@ def _check_indices(ctx: CheckContext, inst: Instruction, t: MemRefType | GroupTy
     for i, (v, size) in enumerate(zip(indices, sizes)):
         k = static_int(v)
         if k is not None and (k < 0 or (size is not DYNAMIC and k >= size)):
-            ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"indices[{i}]")
+            detail = (
+                f"index {k} of mode {i} is negative" if k < 0 else _outside(f"index {k}", i, size)
+            )
+            ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"indices[{i}]", detail)
+
+
+def _outside(what: str, mode: int, size: int) -> str:
+    """Why an index, size or slice reaches past a static mode."""
+    return f"{what} of mode {mode}, whose size is {size}"
 
 
 @rule(Load)
@@ -163,7 +172,7 @@ def _size(inst: Instruction, ctx: CheckContext) -> None:
     if not isinstance(inst.source.type, MemRefType):
         ctx.error(ErrorKind.EXPECTED_MEMREF, inst, "source")
     elif not 0 <= inst.mode < inst.source.type.order:
-        ctx.error(ErrorKind.OUT_OF_BOUNDS, inst)
+        ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, None, no_such_mode(inst.mode, inst.source.type))
 
 
 @rule(Subview)
@@ -185,7 +194,8 @@ def _subview(inst: Instruction, ctx: CheckContext) -> None:
             continue
         if start is None:  # at offset 0 at best
             if extent is not None and extent > bound:
-                ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"sizes[{mode}]")
+                detail = _outside(f"size {extent}", mode, bound)
+                ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, f"sizes[{mode}]", detail)
             continue
         if extent is not None:
             outside = start + extent > bound
@@ -194,7 +204,8 @@ def _subview(inst: Instruction, ctx: CheckContext) -> None:
             whole_of_empty = start == bound == 0 and isinstance(size, Constant) and size.is_wildcard
             outside = start >= bound and not whole_of_empty
         if outside:
-            ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, where)
+            sliced = f"offset {start}" if extent is None else f"slice {start}:{extent}"
+            ctx.error(ErrorKind.OUT_OF_BOUNDS, inst, where, _outside(sliced, mode, bound))
 
 
 @rule(Expand)

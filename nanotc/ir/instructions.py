@@ -94,6 +94,11 @@ def memref_of(value: Value, operand_name: str) -> MemRefType:
     raise IRError(ErrorKind.EXPECTED_MEMREF, operand=operand_name)
 
 
+def no_such_mode(mode: int, t: MemRefType) -> str:
+    """The detail of OUT_OF_BOUNDS for a mode number a memref does not have."""
+    return f"mode {mode} of a memref of order {t.order} (modes 0 to {t.order - 1})"
+
+
 def _static(value: Value | None) -> int | None:
     """The value of an integer literal operand, None for SSA values and wildcards."""
     return value.value if isinstance(value, Constant) and isinstance(value.value, int) else None
@@ -263,7 +268,7 @@ class Expand(Instruction):
             return (self.source.type,)
         t = memref_of(self.source, "source")
         if not 0 <= self.mode < t.order:
-            raise IRError(ErrorKind.OUT_OF_BOUNDS)
+            raise IRError(ErrorKind.OUT_OF_BOUNDS, no_such_mode(self.mode, t))
         if len(self.shape) < 2:
             raise IRError(ErrorKind.EXPAND_TOO_SMALL)
         if sum(1 for v in self.shape if _is_wildcard(v)) > 1:
@@ -310,7 +315,9 @@ class Fuse(Instruction):
         t = memref_of(self.source, "source")
         i, j = self.first, self.last
         if not 0 <= i < j < t.order:
-            raise IRError(ErrorKind.OUT_OF_BOUNDS)
+            order = t.order
+            raise IRError(ErrorKind.OUT_OF_BOUNDS, f"modes {i} to {j} of a memref of order "
+                          f"{order} (fused: first < last, both from 0 to {order - 1})")  # fmt: skip
         shape = t.shape[:i] + (product(t.shape[i : j + 1]),) + t.shape[j + 1 :]
         stride = t.stride[: i + 1] + t.stride[j + 1 :]
         return (MemRefType(t.element, shape, stride),)

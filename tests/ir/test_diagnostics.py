@@ -210,7 +210,10 @@ def test_builder_error_is_a_compile_error_without_location() -> None:
     with pytest.raises(CompileError) as info:
         f.body.add(ins.Fuse, source=f.args["a"], first=1, last=1)
     assert [(d.kind, d.range) for d in info.value.diagnostics] == [(ErrorKind.OUT_OF_BOUNDS, None)]
-    assert str(info.value) == "Argument is out of bounds"
+    assert str(info.value) == (
+        "Argument is out of bounds: modes 1 to 1 of a memref of order 2"
+        " (fused: first < last, both from 0 to 1)"
+    )
 
 
 def test_verify_reports_rules_of_built_programs() -> None:
