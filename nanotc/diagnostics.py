@@ -75,7 +75,7 @@ class ErrorKind(enum.Enum):
     EXPECTED_VECTOR = "Expected memref of order 1 (vector)"
     EXPECTED_MATRIX = "Expected memref of order 2 (matrix)"
     EXPECTED_SCALAR_MEMREF = "Expected memref of order 0 (scalar)"
-    SCALAR_MISMATCH = "Scalar type mismatch"
+    SCALAR_MISMATCH = "Scalar type mismatch: {}"
     FP_UNSUPPORTED = "Floating point type unsupported for instruction"
     BOOL_UNSUPPORTED = "Boolean type unsupported for instruction"
     LIFETIME_STOP_NOT_ALLOCA = "lifetime_stop expects a memref defined by alloca"

@@ -47,8 +47,9 @@ def _operands_ok(inst: BlasInstruction, ctx: CheckContext, memrefs: tuple[str, .
             ok = False
     if not ok:
         return False
-    if fields["alpha"].type != fields["beta"].type:
-        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, "beta")
+    alpha, beta = fields["alpha"].type, fields["beta"].type
+    if alpha != beta:
+        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, "beta", f"alpha is {alpha}, beta {beta}")
         return False
     if fields["alpha"].type == I1 or any(fields[m].type.element == I1 for m in memrefs):
         ctx.error(ErrorKind.BOOL_UNSUPPORTED, inst)

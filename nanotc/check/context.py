@@ -36,3 +36,9 @@ def unknown(*values: Value | None) -> bool:
 
 def is_scalar(value: Value) -> bool:
     return isinstance(value.type, ScalarType)
+
+
+def shown(value: Value, role: str) -> str:
+    """How a message names an operand: `%name` as written, or its role where it has none (a
+    built program's unnamed value)."""
+    return f"%{value.name}" if value.name else f"the {role}"

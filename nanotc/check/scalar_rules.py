@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nanotc.check.context import CheckContext, is_scalar, unknown
+from nanotc.check.context import CheckContext, is_scalar, shown, unknown
 from nanotc.diagnostics import ErrorKind
 from nanotc.ir.core import Instruction
 from nanotc.ir.instructions import (
@@ -95,7 +95,8 @@ def _same_scalar_operands(inst: Instruction, ctx: CheckContext) -> bool:
         ctx.error(ErrorKind.EXPECTED_SCALAR, inst, "lhs")
         return False
     if lhs.type != rhs.type:
-        ctx.error(ErrorKind.SCALAR_MISMATCH, inst)
+        both = f"{shown(lhs, 'lhs')} is {lhs.type}, {shown(rhs, 'rhs')} is {rhs.type}"
+        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, None, both)
         return False
     return True
 
@@ -160,7 +161,9 @@ def _store(inst: Instruction, ctx: CheckContext) -> None:
         ctx.error(ErrorKind.EXPECTED_MEMREF, inst, "target")
         return
     if inst.value.type != t.element:
-        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, "value")
+        into = shown(inst.target, "target")
+        stored = f"{shown(inst.value, 'value')} is {inst.value.type}, {into}'s elements {t.element}"
+        ctx.error(ErrorKind.SCALAR_MISMATCH, inst, "value", stored)
     _check_indices(ctx, inst, t)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from nanotc.check.context import CheckContext, unknown
+from nanotc.check.context import CheckContext, shown, unknown
 from nanotc.check.scalar_rules import RULES
 from nanotc.diagnostics import ErrorKind
 from nanotc.ir.core import Function, Instruction, Kind, Program, Region, RegionKind
@@ -176,9 +176,8 @@ class StructureChecker:
         for name in ("start", "stop", "step"):
             value = inst.fields.get(name)
             if value is not None and not unknown(value) and value.type != inst.loop_type:
-                shown = f"%{value.name}" if value.name else f"the {name}"
-                self.ctx.error(ErrorKind.OPERAND_TYPE_MISMATCH, inst, name, shown, value.type,
-                               inst.loop_type)  # fmt: skip
+                self.ctx.error(ErrorKind.OPERAND_TYPE_MISMATCH, inst, name, shown(value, name),
+                               value.type, inst.loop_type)  # fmt: skip
         step = inst.fields.get("step")
         if isinstance(step, Constant) and isinstance(step.value, int) and step.value <= 0:
             self.ctx.error(ErrorKind.INVALID_STEP, inst, "step")

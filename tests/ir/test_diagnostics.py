@@ -329,3 +329,16 @@ def test_a_mismatched_operand_type_names_the_value_and_both_types() -> None:
         "Type of SSA value does not match operand type: the start is i32, not i64",
         "Type of SSA value does not match operand type: %n is i32, not i64",
     ]
+
+
+def test_a_scalar_mismatch_names_both_types() -> None:
+    """Text annotates each operand, so only a built program's arithmetic gets this far."""
+    f = FunctionBuilder("k", x=F32, y=F64)
+    f.body.arith(ins.BinaryOp.ADD, f.args["x"], f.args["y"])
+    halved = f.body.arith(ins.BinaryOp.DIV, f.args["y"], f.args["y"])
+    f.body.cmp(ins.CmpCond.LT, f.args["x"], halved)
+    found = [d.message for d in nanotc.verify(Program([f.finish()]))]
+    assert found == [
+        "Scalar type mismatch: %x is f32, %y is f64",
+        "Scalar type mismatch: %x is f32, the rhs is f64",
+    ]
