@@ -88,12 +88,14 @@ class ErrorKind(enum.Enum):
     SHAPE_STRIDE_MISMATCH = "Dimension of shape and stride must match"
     INVALID_STRIDE = "Invalid stride: strides must satisfy 1 <= S1 and S(i-1)*s(i-1) <= S(i)"
     INVALID_OFFSET = "Offset must be non-negative or dynamic"
-    NUMBER_OF_INDICES = "Number of indices must match memref order or must be 1 for group types"
+    NUMBER_OF_INDICES = (
+        "Number of indices must match memref order or must be 1 for group types: {} given for {}"
+    )
     OUT_OF_BOUNDS = "Argument is out of bounds: {}"
     INVALID_SLICE = "Static offset must be non-negative and static size must be positive"
     EXPAND_TOO_SMALL = "Expand shape must have at least 2 entries"
     EXPAND_TOO_MANY_DYNAMIC = "At most one mode must be dynamic ('?')"
-    EXPAND_PRODUCT = "Product of expand shape must equal mode size"
+    EXPAND_PRODUCT = "Product of expand shape must equal mode size: {}"
     FUSE_ILLEGAL = (
         "Modes cannot be fused: stride of mode {} must equal stride times size of mode {}"
     )

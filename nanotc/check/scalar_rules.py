@@ -125,7 +125,7 @@ def _check_indices(ctx: CheckContext, inst: Instruction, t: MemRefType | GroupTy
     indices: list[Value] = inst.fields["indices"]
     expected = 1 if isinstance(t, GroupType) else t.order
     if len(indices) != expected:
-        ctx.error(ErrorKind.NUMBER_OF_INDICES, inst)
+        ctx.error(ErrorKind.NUMBER_OF_INDICES, inst, None, len(indices), t)
         return
     check_index(ctx, inst, "indices")
     sizes = t.shape if isinstance(t, MemRefType) else (DYNAMIC,)  # a group's size is a launch's
@@ -232,9 +232,13 @@ def _expand(inst: Instruction, ctx: CheckContext) -> None:
     if known is DYNAMIC:
         return
     # run-time entries (and `?`) make the rest: the known entries must divide the mode
-    fits = known == mode_size if wildcards == 0 and not has_values else _divides(known, mode_size)
-    if not fits:
-        ctx.error(ErrorKind.EXPAND_PRODUCT, inst)
+    exact = wildcards == 0 and not has_values
+    if exact and known != mode_size:
+        detail = f"the entries multiply to {known}, mode {inst.mode} has size {mode_size}"
+        ctx.error(ErrorKind.EXPAND_PRODUCT, inst, None, detail)
+    elif not exact and not _divides(known, mode_size):
+        detail = f"the static entries multiply to {known}, which does not divide {mode_size}"
+        ctx.error(ErrorKind.EXPAND_PRODUCT, inst, None, f"{detail}, the size of mode {inst.mode}")
 
 
 def _divides(factor: int, size: int) -> bool:

@@ -234,7 +234,7 @@ class Subview(Instruction):
             return (self.source.type,)
         t = memref_of(self.source, "source")
         if len(self.offsets) != t.order:
-            raise IRError(ErrorKind.NUMBER_OF_INDICES)
+            raise IRError(ErrorKind.NUMBER_OF_INDICES, len(self.offsets), t)
         shape: list[Extent] = []
         stride: list[Extent] = []
         for mode, (offset, size) in enumerate(zip(self.offsets, self.sizes)):
