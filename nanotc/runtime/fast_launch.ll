@@ -5,14 +5,15 @@
 ; the GIL held. *holder is a record (below) of one combination of argument layouts that
 ; binding accepted, or null. Every argument must match it exactly: an ndarray (its type
 ; object, not a subclass) of the recorded dtype object, rank, shape and strides, writeable
-; where the kernel writes it; the scalars Python floats or ints within the parameter's type;
-; arrays that must not share memory with their byte ranges apart; group_size and num_threads
-; plain ints (num_threads also None). Then the slots are the record's with the data addresses
-; and scalars filled in, and the work-groups run with the GIL released: as one chunk on this
-; thread, or in chunks on the published thread pool (pool.ll's @nanotc_pool_try_run) split as
-; launcher.py splits them; the kernel's return code is returned. Anything else, a pool that
-; another launch has or that lacks the workers included, returns -1 having run nothing, and
-; the caller takes the Python path, which checks, reports errors and waits for the pool.
+; where the kernel writes it; the scalars Python floats or ints within the parameter's type
+; (f16 and bf16 ones finite, and so once rounded); arrays that must not share memory with
+; their byte ranges apart; group_size and num_threads plain ints (num_threads also None).
+; Then the slots are the record's with the data addresses and scalars filled in, and the
+; work-groups run with the GIL released: as one chunk on this thread, or in chunks on the
+; published thread pool (pool.ll's @nanotc_pool_try_run) split as launcher.py splits them;
+; the kernel's return code is returned. Anything else, a pool that another launch has or that
+; lacks the workers included, returns -1 having run nothing, and the caller takes the Python
+; path, which checks, reports errors and waits for the pool.
 ;
 ; Object layouts (CPython with the GIL, numpy's PyArrayObject) are fast_launch.py's
 ; constants, checked against probe objects before this code is used:
@@ -31,8 +32,9 @@
 ;   17 address of the published pool: its state, mailboxes, @nanotc_pool_try_run (0: none)
 ; memref entry (6 words):   param, slot, dtype, rank, must be writeable, extents at
 ;                           (rank sizes, then rank strides in bytes)
-; scalar entry (6 words):   param, slot, kind (0 f64, 1 f32, 2 integer), lowest, highest,
-;                           mask (an integer's slot is its two's complement, masked)
+; scalar entry (6 words):   param, slot, kind (0 f64, 1 f32, 2 integer, 3 f16, 4 bf16),
+;                           lowest, highest, mask (an integer's slot is its two's complement,
+;                           masked)
 ; disjoint entry (6 words): slot x, slot y, x low, x high, y low, y high (byte ranges
 ;                           relative to the data addresses; they must not meet)
 
@@ -205,8 +207,15 @@ real:
   br i1 %is_float, label %read, label %no
 read:
   %bits64 = call i64 @field(ptr %value, i64 16)
-  %is_f64 = icmp eq i64 %kind, 0
-  br i1 %is_f64, label %f64, label %f32
+  switch i64 %kind, label %f32 [ i64 0, label %f64
+                                 i64 3, label %f16
+                                 i64 4, label %bf16 ]
+f16:
+  %half = call { i64, i1 } @to_f16(i64 %bits64)
+  ret { i64, i1 } %half
+bf16:
+  %brain = call { i64, i1 } @to_bf16(i64 %bits64)
+  ret { i64, i1 } %brain
 f64:
   %f64_partial = insertvalue { i64, i1 } undef, i64 %bits64, 0
   %f64_result = insertvalue { i64, i1 } %f64_partial, i1 true, 1
@@ -233,6 +242,87 @@ no:
 
 declare float @llvm.fabs.f32(float)
 declare double @llvm.fabs.f64(double)
+
+; A finite double's bits rounded to the nearest f16 (ties to even), as numpy's float16 rounds
+; a Python float; refused where it is not finite or rounds to an infinity (binding reports
+; those). Normal and subnormal halves alike: the significand with its leading bit (none for
+; a subnormal double, which rounds to zero) shifted right by 42 bits, more below f16's
+; normal range, the exponent added above the leading bit.
+define private { i64, i1 } @to_f16(i64 %bits) {
+entry:
+  %sign = lshr i64 %bits, 48
+  %sign16 = and i64 %sign, 32768
+  %exp = call i64 @exponent_of(i64 %bits)
+  %finite = icmp ult i64 %exp, 2047
+  %fraction = and i64 %bits, 4503599627370495
+  %nonzero_exp = icmp ne i64 %exp, 0
+  %lead = select i1 %nonzero_exp, i64 4503599627370496, i64 0
+  %significand = or i64 %fraction, %lead
+  %normal = icmp uge i64 %exp, 1009
+  %below = sub i64 1051, %exp
+  %below_capped = call i64 @llvm.umin.i64(i64 %below, i64 63)
+  %shift = select i1 %normal, i64 42, i64 %below_capped
+  %scaled = sub i64 %exp, 1009
+  %above = shl i64 %scaled, 10
+  %base = select i1 %normal, i64 %above, i64 0
+  %kept = call i64 @round_right(i64 %significand, i64 %shift)
+  %magnitude = add i64 %base, %kept
+  %in_range = icmp ult i64 %magnitude, 31744
+  %ok = and i1 %finite, %in_range
+  %half = or i64 %sign16, %magnitude
+  %partial = insertvalue { i64, i1 } undef, i64 %half, 0
+  %result = insertvalue { i64, i1 } %partial, i1 %ok, 1
+  ret { i64, i1 } %result
+}
+
+; A finite double's bits as a bfloat16: rounded to f32 first, then to bf16's 8 significand
+; bits, ties to even both times, as ml_dtypes rounds a Python float; refused where it is not
+; finite or rounds to an infinity.
+define private { i64, i1 } @to_bf16(i64 %bits) {
+entry:
+  %exp = call i64 @exponent_of(i64 %bits)
+  %finite = icmp ult i64 %exp, 2047
+  %double = bitcast i64 %bits to double
+  %single = fptrunc double %double to float
+  %bits32 = bitcast float %single to i32
+  %wide = zext i32 %bits32 to i64
+  %sign = and i64 %wide, 2147483648
+  %magnitude32 = and i64 %wide, 2147483647
+  %kept = call i64 @round_right(i64 %magnitude32, i64 16)
+  %in_range = icmp ult i64 %kept, 32640
+  %ok = and i1 %finite, %in_range
+  %sign16 = lshr i64 %sign, 16
+  %brain = or i64 %sign16, %kept
+  %partial = insertvalue { i64, i1 } undef, i64 %brain, 0
+  %result = insertvalue { i64, i1 } %partial, i1 %ok, 1
+  ret { i64, i1 } %result
+}
+
+define private i64 @exponent_of(i64 %bits) {
+  %high = lshr i64 %bits, 52
+  %exp = and i64 %high, 2047
+  ret i64 %exp
+}
+
+; %x >> %shift (1 to 63) rounded to nearest, ties to even.
+define private i64 @round_right(i64 %x, i64 %shift) {
+  %q = lshr i64 %x, %shift
+  %unit = shl i64 1, %shift
+  %below = sub i64 %unit, 1
+  %r = and i64 %x, %below
+  %half_shift = sub i64 %shift, 1
+  %half = shl i64 1, %half_shift
+  %past = icmp ugt i64 %r, %half
+  %tie = icmp eq i64 %r, %half
+  %odd = trunc i64 %q to i1
+  %tie_up = and i1 %tie, %odd
+  %up = or i1 %past, %tie_up
+  %step = zext i1 %up to i64
+  %rounded = add i64 %q, %step
+  ret i64 %rounded
+}
+
+declare i64 @llvm.umin.i64(i64, i64)
 
 ; Fills the memrefs' data addresses into %slots; false if an array does not match.
 define private i1 @fill_memrefs(ptr %record, ptr %args, ptr %slots) {

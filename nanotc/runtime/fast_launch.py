@@ -42,7 +42,7 @@ from nanotc.runtime.jit import JitModule, ObjectModule
 
 _HEADER_WORDS = 18
 _MEMREF_WORDS = 6  # fast_launch.ll's memref entries; its scalar and pair entries are 6 too
-_KIND = {ScalarType.F64: 0, ScalarType.F32: 1}
+_KIND = {ScalarType.F64: 0, ScalarType.F32: 1, ScalarType.F16: 3, ScalarType.BF16: 4}
 _INTEGER_KIND = 2
 _PYTHON_API = ("PyEval_SaveThread", "PyEval_RestoreThread", "PyLong_AsLongLongAndOverflow")
 # the GIL held while it checks; ctypes then raises any error native code left set (none)
@@ -106,12 +106,6 @@ class FastLaunch:
         self._holder = ctypes.c_void_p(0)
         self.holder_at = ctypes.addressof(self._holder)
         self._in_use: Record | None = None
-
-    @staticmethod
-    def supports(scalars: Sequence[Scalar]) -> bool:
-        """Whether the native code reads every scalar parameter (f32, f64 and integers)."""
-        return all(isinstance(s.type, ScalarType) and (s.type in _KIND or s.type.is_int)
-                   for s in scalars)  # fmt: skip
 
     def use(self, record: Record | None) -> None:
         """Launches from now on match against `record` (None: all take the Python path)."""

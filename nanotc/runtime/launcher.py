@@ -312,7 +312,7 @@ class KnownLayouts:
     def _fast_launch(self, func: Function, entry: int, fewest_groups: int) -> FastLaunch | None:
         """The kernel's native launch, where this interpreter and the parameters allow one."""
         scalars = [Scalar(p, slot, func.arguments[p].type) for p, slot, _ in self._scalar_slots]
-        if not (self._enabled and FastLaunch.supports(scalars) and fast_launch.available()):
+        if not (self._enabled and fast_launch.available()):
             return None
         written = set(self._written)
         memrefs = [Memref(p, slot, p in written) for p, slot in self._data_slots]

@@ -4,11 +4,13 @@ launch declines to the Python path, unchanged, which checks and reports as befor
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -239,16 +241,58 @@ def test_the_record_in_use_follows_the_last_layout_launched_through_python(kerne
     assert python.entries == 3  # each found in the known layouts
 
 
-def test_kernels_with_scalars_native_code_does_not_read_launch_through_python() -> None:
-    text = """func @k(%a: f16, %y: memref<f16x1>) {
-    store %a, %y[0] : memref<f16x1>
-}"""
-    kernel = compiled(text)["k"]
-    assert kernel._fast is None
-    y = np.zeros(1, np.float16)
-    kernel(1.5, y, group_size=1)
-    kernel(2.5, y, group_size=1)
-    assert y[0] == 2.5
+STORE_SCALAR = """func @k(%a: {t}, %y: memref<{t}x1>) {{
+    store %a, %y[0] : memref<{t}x1>
+}}"""
+SIXTEEN_BITS = [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)]
+
+
+def rounding_cases() -> list[float]:
+    """Random magnitudes from subnormal to near the f16 limit, and for every exponent the
+    values at, just past and between the ties of f16's and bf16's last significand bits."""
+    rng = np.random.default_rng(0)
+    values = [float(v) for v in rng.standard_normal(3000) * 10.0 ** rng.integers(-12, 5, 3000)]
+    f16_ties = [1 + 2**-11, 1 + 2**-11 + 2**-40, 1 + 3 * 2**-11, 1 + 3 * 2**-11 - 2**-40]
+    # bf16's, and values f32 rounds onto them (3 * 2**-8 - 2**-30 rounds up to even only so)
+    bf16_ties = [1 + 2**-8, 1 + 2**-8 + 2**-20, 1 + 3 * 2**-8, 1 + 3 * 2**-8 - 2**-30]
+    fractions = [1, 1 + 2**-24, *f16_ties, *bf16_ties]
+    for e in range(-30, 16):
+        values += [sign * f * 2.0**e for f in fractions for sign in (1, -1)]
+    return values + [0.0, -0.0, 65504.0, 65519.99, 5e-324, 3.3895313892515355e38]
+
+
+@pytest.mark.parametrize(("t", "dtype"), SIXTEEN_BITS)
+def test_f16_and_bf16_scalars_launch_natively_rounded_as_binding_rounds(t: str, dtype: Any) -> None:
+    """Ties to even: numpy rounds a float to f16 directly, ml_dtypes to f32 and then bf16."""
+    kernel = compiled(STORE_SCALAR.format(t=t))["k"]
+    y = np.zeros(1, dtype)
+    kernel(1.0, y, group_size=1)
+    python = PythonPath(kernel)
+    largest = 65519.99 if t == "f16" else 3.38e38  # below what rounds to an infinity
+    for value in (v for v in rounding_cases() if abs(v) <= largest):
+        kernel(value, y, group_size=1)
+        assert y.view(np.uint16)[0] == np.array([dtype(value)]).view(np.uint16)[0], value
+    assert python.entries == 0
+
+
+@pytest.mark.parametrize(("t", "dtype"), SIXTEEN_BITS)
+def test_f16_and_bf16_scalars_past_range_or_not_finite_take_the_python_path(
+    t: str, dtype: Any
+) -> None:
+    """A finite value that rounds to an infinity is binding's to refuse; an infinity or a NaN
+    is kept, as binding keeps it."""
+    kernel = compiled(STORE_SCALAR.format(t=t))["k"]
+    y = np.zeros(1, dtype)
+    kernel(1.0, y, group_size=1)
+    python = PythonPath(kernel)
+    with pytest.raises(ArgumentError, match="argument %a: expected a real number within"):
+        kernel(65520.0 if t == "f16" else 3.4e38, y, group_size=1)
+    for kept in (math.inf, -math.inf):
+        kernel(kept, y, group_size=1)
+        assert float(y[0]) == kept
+    kernel(math.nan, y, group_size=1)
+    assert math.isnan(float(y[0]))
+    assert python.entries >= 4
 
 
 @pytest.mark.parametrize("threads", [2, 3, None])
