@@ -10,6 +10,9 @@ same batch as (batch, m, k) arrays into `out`. A case takes the threads of a lau
 does not say `num_threads` (`chunks` of work-groups), unless it names them. Each way's
 result is first checked against numpy's (C_i's values before count); the time is the best
 of `--runs` timings of `--calls` calls each.
+
+A second table times a call of `y := a x + y` on 16 elements for each type of the scalar
+`a` (and of x and y), given as a Python float: a launch's cost beside its scalars' conversion.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from bench import kernels
 from bench.harness import ValidationError
 from nanotc.cli.options import positive
+from nanotc.ir.types import ScalarType, numpy_dtype
 
 
 class Case(NamedTuple):
@@ -77,6 +81,22 @@ def measure(case: Case, calls: int, runs: int) -> Timed:
     return Timed(chunks, times)
 
 
+SCALAR_TYPES = ("f32", "f16", "bf16")
+
+
+def scalar_launch(t: str) -> Callable[[], object]:
+    """`y := 0.5 x + y` on 16 elements of type t, its scalar a Python float; checked once."""
+    kernel = kernels.compiled(f"""func @axpy(%a: {t}, %x: memref<{t}x16>, %y: memref<{t}x16>) {{
+    axpby.n %a, %x, 1.0, %y : {t}, memref<{t}x16>, {t}, memref<{t}x16>
+}}""")
+    dtype = numpy_dtype(ScalarType(t))
+    x, y = np.arange(16).astype(dtype), np.ones(16, dtype)
+    kernel(0.5, x, y, group_size=1)
+    if not np.array_equal(y.astype(np.float64), 0.5 * np.arange(16) + 1):
+        raise ValidationError(f"{t} axpby: wrong result")
+    return lambda: kernel(0.5, x, y, group_size=1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=positive, default=5000, help="calls per timing (5000)")
@@ -90,6 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         us = t.microseconds
         print(f"| {case.size}^3 | {case.batch} | {t.chunks} | {us['call']:.2f} | "
               f"{us['prepared']:.2f} | {us['numpy']:.2f} |")  # fmt: skip
+    print()
+    print("| scalar type | axpby call |")
+    print("| --- | ---: |")
+    for t in SCALAR_TYPES:
+        call = scalar_launch(t)
+        us = min(timeit.repeat(call, number=args.calls, repeat=args.runs)) / args.calls * 1e6
+        print(f"| {t} | {us:.2f} |")
     return 0
 
 

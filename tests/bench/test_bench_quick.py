@@ -471,11 +471,15 @@ def test_layouts_refuses_a_wrong_kernel(text: str, case: str,
 
 def test_launch_times_every_way_after_checking_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert launch.main(["--calls", "3", "--runs", "1"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if re.match(r"\| \d+\^3", line)]
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if re.match(r"\| \d+\^3", line)]
     assert len(rows) == len(launch.CASES)
     for row in rows:
         chunks, *microseconds = (float(x) for x in row.strip("|").split("|")[2:])
         assert chunks >= 1 and all(t > 0 for t in microseconds)
+    scalars = [line.split("|") for line in out if re.match(r"\| b?f\d+ \|", line)]
+    assert [row[1].strip() for row in scalars] == list(launch.SCALAR_TYPES)
+    assert all(float(row[2]) > 0 for row in scalars)
 
 
 def test_launch_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -485,3 +489,11 @@ def test_launch_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda *shape: right(*shape).replace("1.0, %c", "0.0, %c"))  # fmt: skip
     with pytest.raises(harness.ValidationError, match="call: wrong result"):
         launch.measure(launch.CASES[0], calls=1, runs=1)
+
+
+def test_launch_refuses_a_wrong_axpby(monkeypatch: pytest.MonkeyPatch) -> None:
+    compile_ = launch.kernels.compiled
+    monkeypatch.setattr(launch.kernels, "compiled",
+                        lambda source: compile_(source.replace("1.0, %y", "0.0, %y")))  # fmt: skip
+    with pytest.raises(harness.ValidationError, match="bf16 axpby: wrong result"):
+        launch.scalar_launch("bf16")
