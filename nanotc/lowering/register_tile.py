@@ -33,10 +33,6 @@ LOAD_PORTS = 2
 FMA_LATENCY = 4
 ASSUMED_EXTENT = 256  # stands in for a dynamic M, N or K
 MIN_COLUMNS_FOR_HEIGHT = 4
-# a tile as tall as C reads whole columns of A in order, which L2 streams in this much
-# faster than the scattered half columns of shorter tiles (in-cache 64x64x256 f32: 64 x 6
-# 1.04-1.12x over 32 x 14; f32 96^3 batches 1.02-1.07x)
-TALL_STREAM_SPEEDUP = 2.0
 FULL_UNROLL_K = 2  # a static K up to this is unrolled completely (`nanokernel.k_unroll`)
 SINGLE_TILE_UNROLL_K = 16  # ... and up to this when the tile is all of C
 CROWDED_MAX_K = 24  # the K of a small gemm up to which crowded tiles are avoided (`crowded`)
@@ -345,7 +341,7 @@ def ranked(
     A tile as tall as C reads each column of A whole and in order, which the memory-bound W2
     batches stream 1.1-1.35x faster (64x64x64: 64 x 6 rather than 32 x 14) and cache-resident
     ones no slower; where A comes from L2 and the gemm stays there, such a tile is charged
-    half the model's L2 time for A (TALL_STREAM_SPEEDUP). Not a tile narrower than
+    the model's L2 time for A over the target's `tall_stream_speedup`. Not a tile narrower than
     MIN_COLUMNS_FOR_HEIGHT where a tall tile that wide fits the registers: its A vectors feed
     too few FMAs (f32 56x9x9 on Zen 4: 64 x 3 ran 0.95x of 64 x 6 from memory). Where none
     fits, one column fewer on a target of one FMA a cycle (f64 56x9x9: 56 x 3 ran 1.03-1.15x
@@ -368,7 +364,7 @@ def ranked(
     def key(t: RegisterTile) -> tuple[float, bool, bool, bool, int]:
         as_tall = m is not None and t.mr >= m and t.nr >= tall_columns
         even = small and n is not None and _splits_evenly(n, t.nr) and _beyond_latency(t)
-        a_cycles = from_l2 / TALL_STREAM_SPEEDUP if as_tall and resident else from_l2
+        a_cycles = from_l2 / target.tall_stream_speedup if as_tall and resident else from_l2
         busy = (
             small
             and small_gemm_rules

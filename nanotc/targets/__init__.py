@@ -60,6 +60,11 @@ class Target:
     # is read again for every column of tiles (the tile model charges the tiles that need
     # more; `register_tile.a_vector_cycles`)
     l2_bytes_per_cycle: float = 20.0
+    # how much faster than that L2 streams A to a tile as tall as C, which reads each column
+    # of A whole and in order, than to shorter tiles' scattered half columns, where A, B and
+    # C stay in L2 (`register_tile.ranked`; Zen 4: in-cache 64x64x256 f32 ran 64 x 6 1.04-1.12x
+    # faster than 32 x 14, f32 96^3 batches 1.02-1.07x)
+    tall_stream_speedup: float = 2.0
     # the direct path and its K blocks reread an A that fits half of L2 where it lies, for
     # every column of tiles, rather than pack it (measured per CPU: `gemm_blocked.needs_blocking`)
     rereads_a_from_l2: bool = True
@@ -237,6 +242,11 @@ def host() -> Target:
 # W3's row panels ran faster with their K loops prefetching A than with the tiles asking for
 # the next A block (`bench.target_variants`, one thread: 3136x64x576 1.10x, 12544x64x147 and
 # 784x128x512 1.08x, 3136x64x256 and 3136x128x256 1.04x, 196x256x1024 0.99x; W3 1.02x in total).
+# Tiles as tall as C whose A streams from L2 ran no faster for it: the tiles the model picks
+# without the tall stream's speedup (2 x 14 or 2 x 13 rather than 4 x 6, 4 x 4 or 6 x 4), in
+# cache, paired in one process, A on a line / 16 bytes past one: f32 64x64x256 1.02x / 1.06x,
+# 64x128x256 1.14-1.16x / 1.22-1.23x, 96x128x256 1.06x / 1.18x, 96x512x128 1.10x / 1.25x,
+# f64 32x128x256 1.06x / 1.17x, 48x128x256 1.05x / 1.13x, 48x64x512 0.99x / 1.14x.
 MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
     ("znver4", 512): {
         "fma_per_cycle": 1.0,
@@ -249,7 +259,11 @@ MEASURED_RATES: dict[tuple[str, int], dict[str, float | int | bool]] = {
         "member_tile_columns": 8,
         "a_block_l2s_over_memory": 2.0,
     },
-    ("rocketlake", 512): {"k_unroll": 2, "prefetches_next_panel_block": False},
+    ("rocketlake", 512): {
+        "k_unroll": 2,
+        "prefetches_next_panel_block": False,
+        "tall_stream_speedup": 1.0,
+    },
     ("znver3", 256): {
         "l2_bytes_per_cycle": 12.0,
         "rereads_a_from_l2": False,

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import nanotc
+from nanotc.codegen import asm
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.lowering.choices import CompileOptions, GemmChoice
@@ -755,6 +757,39 @@ def test_tile_model_counts_rereading_a_from_l2() -> None:
     # whose operands stay in L2, not where B streams through it
     assert choose(avx512, f32, 64, 64, 256).mr == 64
     assert choose(avx512, f32, 64, 4096, 256).mr < 64
+
+
+def test_tile_model_charges_tall_tiles_what_the_target_measured_of_l2() -> None:
+    """Without the tall stream's speedup (`Target.tall_stream_speedup` 1, measured on the AMX
+    Xeon LLVM names `rocketlake`) tall tiles pay L2 like any other: f32 64x64x256 and
+    64x128x256 take two vectors by 13-14 columns instead of 4 x 6 and 4 x 4; an A in L1
+    (64x64x64) keeps its tall tile either way."""
+    avx512, f32 = get("avx512"), ScalarType.F32
+    plain = replace(avx512, tall_stream_speedup=1.0)
+    assert (choose(avx512, f32, 64, 128, 256).mv, choose(avx512, f32, 64, 64, 256).mv) == (4, 4)
+    for n in (64, 128):
+        tile = choose(plain, f32, 64, n, 256)
+        assert tile.mv == 2 and tile.nr >= 13, (n, tile)
+    assert choose(plain, f32, 64, 64, 64) == choose(avx512, f32, 64, 64, 64)
+
+
+def test_tiles_without_the_tall_speedup_compute_and_spill_nothing(rng) -> None:
+    plain = replace(get("avx512"), tall_stream_speedup=1.0)
+    types = "memref<f32x64x256>, memref<f32x256x64>, f32, memref<f32x64x64>"
+    text = f"""func @k(%A: memref<f32x64x256>, %B: memref<f32x256x64>, %C: memref<f32x64x64>) {{
+    gemm.n.n 1.0, %A, %B, 1.0, %C : f32, {types}
+}}"""
+    compilation = nanotc.compile(text, target=plain)
+    assert "tile 32 x 14" in compilation.tiled()
+    loops = asm.hot_loops(compilation.assembly(), "k", "vfmadd")
+    assert loops and all(not loop.stack_accesses() for loop in loops)
+    if not runs_here(plain):
+        return
+    a, b, c = (np.asfortranarray(rng.uniform(-1, 1, s), np.float32)
+               for s in ((64, 256), (256, 64), (64, 64)))  # fmt: skip
+    want = c + a.astype(np.float64) @ b.astype(np.float64)
+    compilation["k"](a, b, c, group_size=1)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
 
 
 def test_tile_model_prefers_tiles_as_tall_as_c_among_equals() -> None:
