@@ -59,6 +59,7 @@ from nanotc.lowering.prefetch import QUIET_LOOP_STEPS, later_bytes, lines_asked,
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
+KStep = Callable[[ir.Value, Accumulators], Accumulators]  # a K loop's body: k, accumulators
 OWN_COLUMN_REGISTERS = 8  # of the 16 general registers, beside A's, C's and the loop's
 GROUP_COLUMNS = 4  # a group's columns: its pointer plus 0, 1, 2 or 3 column strides
 
@@ -142,9 +143,7 @@ def _udiv(b: ir.IRBuilder, x: Dim, y: int) -> Dim:
     return x // y if isinstance(x, int) else b.udiv(x, const(y))
 
 
-def _fetching_first(
-    fetch: Callable[[Dim], None], body: Callable[..., Accumulators]
-) -> Callable[[ir.Value, Accumulators], Accumulators]:
+def _fetching_first(fetch: Callable[[Dim], None], body: Callable[..., Accumulators]) -> KStep:
     """A K loop's `body` after asking for its iteration's lines of the next member."""
 
     def fetched(k: ir.Value, acc: Accumulators) -> Accumulators:
@@ -511,95 +510,52 @@ class NanokernelEmitter:
         panel), b holds (B[k, j], B[k+1, j]) in every lane. An odd K ends with one more step
         whose second column and pair half are zero, or where both packs hold zeros past K
         (`.padded`), with its last pair read whole. With A's pairs `resident`, K unrolled."""
-        b, p = self.b, self.p
-        b_bases, b_k_stride, depth = self._b_columns(bm)  # K from B: A may hold pairs
-        pairs = self._pair_loads(a, b_k_stride)
-        tail = p.vectors - 1 if p.tail_quads else None
-        copies = range(1, p.vectors) if p.b_per_vector else ()
-        bases = [b_bases] + [self._b_columns(bm, copy=True)[0] for _ in copies]
-
-        def step(k: ir.Value, acc: Accumulators, second: bool = True,
-                 a_vectors: list[ir.Value] | None = None,
-                 count: int = p.vectors) -> Accumulators:  # fmt: skip
-            """One K pair of the tile's first `count` vectors."""
-            a_vectors = a_vectors or pairs.a_pairs(k, second, count)
-            out = list(acc)
-            for j in range(p.columns):
-                for v, bj in enumerate(b_pairs(j, k, second, count)):
-                    index = j * p.vectors + v
-                    if v == tail:
-                        out[index] = self._tail_pair_dot(out[index], a_vectors[v], bj)
-                    else:
-                        out[index] = vec.bf16_dot(b, out[index], a_vectors[v], bj)
-            return out
-
-        def quads_of_k(k: ir.Value, acc: Accumulators) -> Accumulators:
-            """Four k: two pair steps of the other vectors, one step of the tail's quads."""
-            assert tail is not None
-            out = step(b.add(k, const(2)), step(k, acc, count=tail), count=tail)
-            a_quads = pairs.tail_quads(k, tail)
-            for j in range(p.columns):
-                index = j * p.vectors + tail
-                b_quad = pairs.b_quad_splat(bases[tail if p.b_per_vector else 0][j], k)
-                out[index] = vec.bf16_dot(b, out[index], a_quads, b_quad)
-            return out
-
-        def b_pairs(j: int, k: ir.Value, second: bool, count: int = p.vectors
-                    ) -> list[ir.Value]:  # fmt: skip
-            """Column j's pair of step k as each of the first `count` vectors computes with
-            it: one broadcast, or where the pair is one load, from each vector's copy of B
-            (`b_per_vector`)."""
-            if p.b_per_vector and second and b_k_stride == 1:
-                return [
-                    vec.splat(b, pairs.b_pair(bases[v][j], k, second), p.compute_lanes(v))
-                    for v in range(count)
-                ]
-            bj = self._broadcast(pairs.b_pair(b_bases[j], k, second))
-            return [self._lanes_of(bj, v) for v in range(count)]
-
-        def quad_step(k: ir.Value, acc: Accumulators) -> Accumulators:
-            """QUAD_PAIRS steps, the even columns' pairs from one load each."""
-            a_steps = [pairs.a_pairs(b.add(k, const(2 * t)), True) for t in range(QUAD_PAIRS)]
-            out = list(acc)
-            for j, base in enumerate(b_bases):
-                for t, bj in enumerate(pairs.b_quad(base, k, shuffled=j % 2 == 0)):
-                    for v, av in enumerate(a_steps[t]):
-                        index = j * p.vectors + v
-                        out[index] = vec.bf16_dot(b, out[index], av, self._lanes_of(bj, v))
-            return out
-
+        b, steps = self.b, _PairSteps(self, a, bm)
+        depth = steps.depth
         if resident is not None:
-            assert isinstance(depth, int)  # a resident tile's K is static
-            fetch = self._fetching(-(-depth // 2), 2)
-            for q, a_vectors in enumerate(resident):
-                fetch(const(2 * q))
-                acc = step(const(2 * q), acc, 2 * q + 1 < depth, a_vectors)
-            return acc
+            return self._resident_pair_steps(acc, steps, resident)
         if isinstance(self.inst, TileGemm) and self.inst.padded:  # the pair past K is zero
-            body = _fetching_first(self._fetching(_udiv(b, add(b, depth, 1), 2), 2), step)
+            body = _fetching_first(self._fetching(_udiv(b, add(b, depth, 1), 2), 2), steps.step)
             return carried_loop(b, 0, depth, 2, acc, body, name="k", unroll=False, aligned=True)
-        start: Dim = 0
-        pair_step = step
-        if p.tail_quads:
-            # never on group members (`tail_k_quads`), so none of its steps fetch
-            start = _round_down(b, depth, 2 * TAIL_QUAD_PAIRS)
-            acc = carried_loop(b, 0, start, 2 * TAIL_QUAD_PAIRS, acc, quads_of_k, name="k",
-                               unroll=False, aligned=True)  # fmt: skip
-        elif p.b_quads:
-            start = _round_down(b, depth, 2 * QUAD_PAIRS)
-            fetch = self._fetching(_udiv(b, depth, 2 * QUAD_PAIRS), 2 * QUAD_PAIRS)
-            body = _fetching_first(fetch, quad_step)
-            acc = carried_loop(
-                b, 0, start, 2 * QUAD_PAIRS, acc, body, name="k", unroll=False, aligned=True
-            )
-        else:
-            pair_step = _fetching_first(self._fetching(_udiv(b, depth, 2), 2), step)
+        start, acc, pair_step = self._quad_loop(acc, steps)
         main = _round_down(b, depth, 2)
         acc = carried_loop(b, start, main, 2, acc, pair_step, name="k", unroll=False, aligned=True)
         if isinstance(depth, int) and depth % 2 == 0:
             return acc
-        last = lambda k, acc: step(k, acc, second=False)  # noqa: E731 - runs at most once
-        return carried_loop(b, main, depth, 2, acc, last, name="k.odd", unroll=False)
+        return carried_loop(b, main, depth, 2, acc, steps.last, name="k.odd", unroll=False)
+
+    def _resident_pair_steps(self, acc: Accumulators, steps: _PairSteps,
+                             resident: list[list[ir.Value]]) -> Accumulators:  # fmt: skip
+        """K unrolled over A's pairs loaded once (`resident_pairs`)."""
+        depth = steps.depth
+        assert isinstance(depth, int)  # a resident tile's K is static
+        fetch = self._fetching(-(-depth // 2), 2)
+        for q, a_vectors in enumerate(resident):
+            fetch(const(2 * q))
+            acc = steps.step(const(2 * q), acc, 2 * q + 1 < depth, a_vectors)
+        return acc
+
+    def _quad_loop(self, acc: Accumulators, steps: _PairSteps,
+                   ) -> tuple[Dim, Accumulators, KStep]:  # fmt: skip
+        """The loop of four k an iteration that comes first where the tile has one (the
+        tail's K quads, or B's quads): where it stops, its accumulators, and the step of the
+        loop of pairs that goes on from there."""
+        b, p, depth = self.b, self.p, steps.depth
+        if p.tail_quads:
+            # never on group members (`tail_k_quads`), so none of its steps fetch
+            start = _round_down(b, depth, 2 * TAIL_QUAD_PAIRS)
+            acc = carried_loop(b, 0, start, 2 * TAIL_QUAD_PAIRS, acc, steps.quads_of_k, name="k",
+                               unroll=False, aligned=True)  # fmt: skip
+            return start, acc, steps.step
+        if p.b_quads:
+            start = _round_down(b, depth, 2 * QUAD_PAIRS)
+            fetch = self._fetching(_udiv(b, depth, 2 * QUAD_PAIRS), 2 * QUAD_PAIRS)
+            body = _fetching_first(fetch, steps.quad_step)
+            acc = carried_loop(
+                b, 0, start, 2 * QUAD_PAIRS, acc, body, name="k", unroll=False, aligned=True
+            )
+            return start, acc, steps.step
+        return 0, acc, _fetching_first(self._fetching(_udiv(b, depth, 2), 2), steps.step)
 
     def _fetching(self, iterations: Dim, k_step: int) -> Callable[[Dim], None]:
         """For the `iterations` of a K loop of pairs, `k_step` k each: fetch(k) asks for the
@@ -951,6 +907,77 @@ class NanokernelEmitter:
             row = mul(b, add(b, self.row, i), c.stride[0])
             column = mul(b, add(b, self.col, j), c.stride[1])
             write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
+
+
+class _PairSteps:
+    """The k steps of a bf16 dot tile (`NanokernelEmitter._accumulate_pairs`): each takes k
+    and the accumulators and returns the new ones."""
+
+    def __init__(self, kernel: NanokernelEmitter, a: MemrefValue, bm: MemrefValue):
+        self.kernel, self.b, self.p = kernel, kernel.b, kernel.p
+        # K from B: A may hold pairs
+        self.b_bases, self.b_k_stride, self.depth = kernel._b_columns(bm)
+        self.pairs = kernel._pair_loads(a, self.b_k_stride)
+        self.tail = self.p.vectors - 1 if self.p.tail_quads else None
+        copies = range(1, self.p.vectors) if self.p.b_per_vector else ()
+        self.bases = [self.b_bases] + [kernel._b_columns(bm, copy=True)[0] for _ in copies]
+
+    def step(self, k: ir.Value, acc: Accumulators, second: bool = True,
+             a_vectors: list[ir.Value] | None = None,
+             count: int | None = None) -> Accumulators:  # fmt: skip
+        """One K pair of the tile's first `count` vectors (all by default)."""
+        count = self.p.vectors if count is None else count
+        a_vectors = a_vectors or self.pairs.a_pairs(k, second, count)
+        out = list(acc)
+        for j in range(self.p.columns):
+            for v, bj in enumerate(self._b_pairs(j, k, second, count)):
+                index = j * self.p.vectors + v
+                if v == self.tail:
+                    out[index] = self.kernel._tail_pair_dot(out[index], a_vectors[v], bj)
+                else:
+                    out[index] = vec.bf16_dot(self.b, out[index], a_vectors[v], bj)
+        return out
+
+    def last(self, k: ir.Value, acc: Accumulators) -> Accumulators:
+        """An odd K's last step: the pair's second half is zero."""
+        return self.step(k, acc, second=False)
+
+    def quads_of_k(self, k: ir.Value, acc: Accumulators) -> Accumulators:
+        """Four k: two pair steps of the other vectors, one step of the tail's quads."""
+        b, p, tail = self.b, self.p, self.tail
+        assert tail is not None
+        out = self.step(b.add(k, const(2)), self.step(k, acc, count=tail), count=tail)
+        a_quads = self.pairs.tail_quads(k, tail)
+        for j in range(p.columns):
+            index = j * p.vectors + tail
+            b_quad = self.pairs.b_quad_splat(self.bases[tail if p.b_per_vector else 0][j], k)
+            out[index] = vec.bf16_dot(b, out[index], a_quads, b_quad)
+        return out
+
+    def quad_step(self, k: ir.Value, acc: Accumulators) -> Accumulators:
+        """QUAD_PAIRS steps, the even columns' pairs from one load each."""
+        b, p, pairs = self.b, self.p, self.pairs
+        a_steps = [pairs.a_pairs(b.add(k, const(2 * t)), True) for t in range(QUAD_PAIRS)]
+        out = list(acc)
+        for j, base in enumerate(self.b_bases):
+            for t, bj in enumerate(pairs.b_quad(base, k, shuffled=j % 2 == 0)):
+                for v, av in enumerate(a_steps[t]):
+                    index = j * p.vectors + v
+                    out[index] = vec.bf16_dot(b, out[index], av, self.kernel._lanes_of(bj, v))
+        return out
+
+    def _b_pairs(self, j: int, k: ir.Value, second: bool, count: int) -> list[ir.Value]:
+        """Column j's pair of step k as each of the first `count` vectors computes with it:
+        one broadcast, or where the pair is one load, from each vector's copy of B
+        (`b_per_vector`)."""
+        p, pairs = self.p, self.pairs
+        if p.b_per_vector and second and self.b_k_stride == 1:
+            return [
+                vec.splat(self.b, pairs.b_pair(self.bases[v][j], k, second), p.compute_lanes(v))
+                for v in range(count)
+            ]
+        bj = self.kernel._broadcast(pairs.b_pair(self.b_bases[j], k, second))
+        return [self.kernel._lanes_of(bj, v) for v in range(count)]
 
 
 def _runtime(mask: ir.Value | None) -> bool:
