@@ -378,66 +378,18 @@ class NanokernelEmitter:
         carries the accumulators and then the column walk's pointers."""
         if self.p.dot:
             return self._accumulate_pairs(acc, a, bm, resident)
-        b, p = self.b, self.p
-        a_base, a_row_stride, a_k_stride, depth = self._a_rows(a)
-        walk = self._column_walk(bm)
-        copies = range(1, p.vectors) if p.b_per_vector else ()
-        walks = [walk] + [self._column_walk(bm, copy=True) for _ in copies]
-        a_pointers = self._a_lane_pointers(a_base, a, a_row_stride)
-        shares = self._next_member_shares(depth)
-        count = len(acc)
-        high = self._bf16_high_halves(a, bm)
-        # the odd rows of split pairs load from a copy of A's base that LLVM cannot see is
-        # the same, or it loads each pair once and keeps the load live beside its two halves
-        # (a 2 x 6 tile then spilled its accumulators)
-        a_again = opaque_value(b, a_base, "r") if p.split_pairs else a_base
-
-        def step(k: Dim, carried: list[ir.Value], fetching: bool = True) -> list[ir.Value]:
-            acc, groups = carried[:count], carried[count:]
-            if p.prefetches_a:
-                self._prefetch_a(a, a_base, a_k_stride, k)
-            for share in shares if fetching else ():
-                share.prefetch(b, k)
-
-            def a_vector(v: int) -> ir.Value:
-                if resident is not None:  # resident only with K unrolled
-                    return resident[k][v]  # type: ignore[index]
-                if v < 2 * p.split_pairs:
-                    return self._load_a_split(a, (a_base, a_again), a_k_stride, k, v, high)
-                return self._load_a(a, a_base, a_pointers, a_k_stride, k, v)
-
-            def broadcast(j: int, v: int = 0) -> ir.Value:
-                """B[k, j] in every lane, or where each vector reads its own
-                (`b_per_vector`), in vector v's lanes from v's copy of B's base."""
-                if quads.covers(j):
-                    return quads.splat(j, lambda: walks[v].column(b, j, k, groups))
-                element = walks[v].column(b, j, k, groups)
-                if p.b_per_vector:
-                    scalar = load_scalar(b, element, bm.type.element)
-                    return vec.splat(b, scalar, p.compute_lanes(v))
-                if high is not None and bm.type.element is ScalarType.BF16:
-                    bits = b.load(element, typ=I16)
-                    return self._opaque_where_narrow(vec.splat_bf16(b, bits, high))
-                if bm.type.element is ScalarType.F16 and self._converts_f16_broadcasts():
-                    bits = b.load(element, typ=I16)
-                    return self._opaque_where_narrow(vec.splat_f16(b, bits, p.lanes))
-                scalar = load_scalar(b, element, bm.type.element)
-                return self._broadcast(convert(b, scalar, bm.type.element, p.compute))
-
-            return self._fmas(acc, a_vector, broadcast) + walk.advance(b, groups)
-
-        quads = _BQuads(b, p)
-        carried = acc + walk.start
-        if p.k_unroll is None:
-            assert isinstance(depth, int)
-            whole = depth - depth % QUAD_ELEMENTS if p.b_quads else 0
-            for k in range(depth):
-                quads.at(k % QUAD_ELEMENTS if k < whole else None)
-                carried = step(k, carried)
+        steps = _FmaSteps(self, len(acc), a, bm, resident)
+        carried = acc + steps.walk.start
+        if self.p.k_unroll is None:
+            assert isinstance(steps.depth, int)
+            whole = steps.depth - steps.depth % QUAD_ELEMENTS if self.p.b_quads else 0
+            for k in range(steps.depth):
+                steps.quads.at(k % QUAD_ELEMENTS if k < whole else None)
+                carried = steps.step(k, carried)
         else:
-            fetching = max((share.steps for share in shares), default=0)
-            carried = self._k_loops(depth, carried, step, fetching)
-        return carried[:count]
+            fetching = max((share.steps for share in steps.shares), default=0)
+            carried = self._k_loops(steps.depth, carried, steps.step, fetching)
+        return carried[: len(acc)]
 
     def _bf16_high_halves(self, a: MemrefValue, bm: MemrefValue) -> ir.Value | None:
         """Where A or B is bf16 widened to f32 FMAs: the mask that widens B's broadcasts and
@@ -907,6 +859,74 @@ class NanokernelEmitter:
             row = mul(b, add(b, self.row, i), c.stride[0])
             column = mul(b, add(b, self.col, j), c.stride[1])
             write_output(b, update, element_ptr(b, c.ptr, c.type.element, add(b, row, column)), x)
+
+
+class _FmaSteps:
+    """The k steps of an FMA tile (`NanokernelEmitter.accumulate`): each takes k and the
+    carried values (the accumulators, then the column walk's pointers) and returns the new
+    ones."""
+
+    def __init__(self, kernel: NanokernelEmitter, count: int, a: MemrefValue, bm: MemrefValue,
+                 resident: list[list[ir.Value]] | None) -> None:  # fmt: skip
+        b, p = kernel.b, kernel.p
+        self.kernel, self.b, self.p, self.count = kernel, b, p, count
+        self.a, self.bm, self.resident = a, bm, resident
+        self.a_base, a_row_stride, self.a_k_stride, self.depth = kernel._a_rows(a)
+        self.walk = kernel._column_walk(bm)
+        copies = range(1, p.vectors) if p.b_per_vector else ()
+        self.walks = [self.walk] + [kernel._column_walk(bm, copy=True) for _ in copies]
+        self.a_pointers = kernel._a_lane_pointers(self.a_base, a, a_row_stride)
+        self.shares = kernel._next_member_shares(self.depth)
+        self.high = kernel._bf16_high_halves(a, bm)
+        # the odd rows of split pairs load from a copy of A's base that LLVM cannot see is
+        # the same, or it loads each pair once and keeps the load live beside its two halves
+        # (a 2 x 6 tile then spilled its accumulators)
+        self.a_again = opaque_value(b, self.a_base, "r") if p.split_pairs else self.a_base
+        self.quads = _BQuads(b, p)
+
+    def step(self, k: Dim, carried: list[ir.Value], fetching: bool = True) -> list[ir.Value]:
+        """One k step: its prefetches, its FMAs, and the column walk's next pointers."""
+        b, p, kernel = self.b, self.p, self.kernel
+        acc, groups = carried[: self.count], carried[self.count :]
+        if p.prefetches_a:
+            kernel._prefetch_a(self.a, self.a_base, self.a_k_stride, k)
+        for share in self.shares if fetching else ():
+            share.prefetch(b, k)
+
+        def broadcast(j: int, v: int = 0) -> ir.Value:
+            return self._broadcast(k, groups, j, v)
+
+        fmas = kernel._fmas(acc, lambda v: self._a_vector(k, v), broadcast)
+        return fmas + self.walk.advance(b, groups)
+
+    def _a_vector(self, k: Dim, v: int) -> ir.Value:
+        """A's vector v of step k."""
+        if self.resident is not None:  # resident only with K unrolled
+            return self.resident[k][v]  # type: ignore[index]
+        a, kernel = self.a, self.kernel
+        if v < 2 * self.p.split_pairs:
+            bases = (self.a_base, self.a_again)
+            return kernel._load_a_split(a, bases, self.a_k_stride, k, v, self.high)
+        return kernel._load_a(a, self.a_base, self.a_pointers, self.a_k_stride, k, v)
+
+    def _broadcast(self, k: Dim, groups: list[ir.Value], j: int, v: int) -> ir.Value:
+        """B[k, j] in every lane, or where each vector reads its own (`b_per_vector`), in
+        vector v's lanes from v's copy of B's base."""
+        b, p, kernel, element_type = self.b, self.p, self.kernel, self.bm.type.element
+        if self.quads.covers(j):
+            return self.quads.splat(j, lambda: self.walks[v].column(b, j, k, groups))
+        element = self.walks[v].column(b, j, k, groups)
+        if p.b_per_vector:
+            scalar = load_scalar(b, element, element_type)
+            return vec.splat(b, scalar, p.compute_lanes(v))
+        if self.high is not None and element_type is ScalarType.BF16:
+            bits = b.load(element, typ=I16)
+            return kernel._opaque_where_narrow(vec.splat_bf16(b, bits, self.high))
+        if element_type is ScalarType.F16 and kernel._converts_f16_broadcasts():
+            bits = b.load(element, typ=I16)
+            return kernel._opaque_where_narrow(vec.splat_f16(b, bits, p.lanes))
+        scalar = load_scalar(b, element, element_type)
+        return kernel._broadcast(convert(b, scalar, element_type, p.compute))
 
 
 class _PairSteps:
