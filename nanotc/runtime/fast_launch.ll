@@ -5,9 +5,11 @@
 ; the GIL held. *holder is a record (below) of one combination of argument layouts that
 ; binding accepted, or null. Every argument must match it exactly: an ndarray (its type
 ; object, not a subclass) of the recorded dtype object, rank, shape and strides, writeable
-; where the kernel writes it; the scalars Python floats or ints within the parameter's type
-; (f16 and bf16 ones finite, and so once rounded); arrays that must not share memory with
-; their byte ranges apart; group_size and num_threads plain ints (num_threads also None).
+; where the kernel writes it; the scalars within the parameter's type: integers Python ints,
+; numpy int64s or int32s, reals also Python floats, numpy float64s, float32s, finite float16s,
+; ml_dtypes' finite bfloat16s and integers of at most 53 bits (f16 and bf16 ones finite, and so once rounded); arrays that must not
+; share memory with their byte ranges apart; group_size and num_threads integers as scalars
+; are (num_threads also None).
 ; Then the slots are the record's with the data addresses and scalars filled in, and the
 ; work-groups run with the GIL released: as one chunk on this thread, or in chunks on the
 ; published thread pool (pool.ll's @nanotc_pool_try_run) split as launcher.py splits them;
@@ -20,6 +22,7 @@
 ;   any object:  ob_type at 8
 ;   tuple:       size at 16, items at 24
 ;   float:       value at 16
+;   numpy float64, float32, float16, int64, int32 and ml_dtypes bfloat16 scalars: value at 16
 ;   ndarray:     data at 16, nd (i32) at 24, dimensions at 32, strides at 40, descr at 56,
 ;                flags (i32) at 64
 ;
@@ -30,6 +33,8 @@
 ;   11 slots' template at   12 ndarray type         13 float type
 ;   14 int type             15 None                 16 threads without num_threads
 ;   17 address of the published pool: its state, mailboxes, @nanotc_pool_try_run (0: none)
+;   18-23 numpy's float64, float32, float16, int64 and int32 scalar types and ml_dtypes'
+;         bfloat16 (0: their scalars read through Python)
 ; memref entry (6 words):   param, slot, dtype, rank, must be writeable, extents at
 ;                           (rank sizes, then rank strides in bytes)
 ; scalar entry (6 words):   param, slot, kind (0 f64, 1 f32, 2 integer, 3 f16, 4 bf16),
@@ -62,26 +67,142 @@ define private ptr @item(ptr %tuple, i64 %index) {
   ret ptr %value
 }
 
-; The value of a plain int (its type %int_type), and whether it is one that fits 64 bits.
-define private { i64, i1 } @plain_int(ptr %object, i64 %int_type) {
+; The value of an integer (a Python int, or a numpy int64 or int32), and whether it is one
+; that fits 64 bits. Only a Python int is read through the Python API, which runs no Python
+; code for one.
+define private { i64, i1 } @integer_value(ptr %record, ptr %object) {
 entry:
   %overflow = alloca i32, align 4
   %type = call i64 @field(ptr %object, i64 8)
+  %int_type = call i64 @word(ptr %record, i64 14)
   %is_int = icmp eq i64 %type, %int_type
-  br i1 %is_int, label %read, label %no
-read:
+  br i1 %is_int, label %python, label %not_python
+python:
   %value = call i64 @PyLong_AsLongLongAndOverflow(ptr %object, ptr %overflow)
   %flag = load i32, ptr %overflow, align 4
   %fits = icmp eq i32 %flag, 0
   %partial = insertvalue { i64, i1 } undef, i64 %value, 0
   %result = insertvalue { i64, i1 } %partial, i1 %fits, 1
   ret { i64, i1 } %result
+not_python:
+  %int64_type = call i64 @word(ptr %record, i64 21)
+  %is_int64 = icmp eq i64 %type, %int64_type
+  br i1 %is_int64, label %int64, label %not_int64
+int64:
+  %value64 = call i64 @field(ptr %object, i64 16)
+  %result64 = insertvalue { i64, i1 } { i64 0, i1 true }, i64 %value64, 0
+  ret { i64, i1 } %result64
+not_int64:
+  %int32_type = call i64 @word(ptr %record, i64 22)
+  %is_int32 = icmp eq i64 %type, %int32_type
+  br i1 %is_int32, label %int32, label %no
+int32:
+  %at32 = getelementptr inbounds i8, ptr %object, i64 16
+  %value32 = load i32, ptr %at32, align 4
+  %widened32 = sext i32 %value32 to i64
+  %result32 = insertvalue { i64, i1 } { i64 0, i1 true }, i64 %widened32, 0
+  ret { i64, i1 } %result32
 no:
   ret { i64, i1 } { i64 0, i1 false }
 }
 
+; The bits of a real number as a double (a Python float, a numpy float64, float32 or finite
+; float16, a finite bfloat16, or an integer of at most 53 bits, which a double holds exactly),
+; and whether it is one.
+define private { i64, i1 } @real_value(ptr %record, ptr %object) {
+entry:
+  %type = call i64 @field(ptr %object, i64 8)
+  %float_type = call i64 @word(ptr %record, i64 13)
+  %float64_type = call i64 @word(ptr %record, i64 18)
+  %float32_type = call i64 @word(ptr %record, i64 19)
+  %float16_type = call i64 @word(ptr %record, i64 20)
+  %bfloat16_type = call i64 @word(ptr %record, i64 23)
+  %is_float = icmp eq i64 %type, %float_type
+  %is_float64 = icmp eq i64 %type, %float64_type
+  %is_double = or i1 %is_float, %is_float64
+  br i1 %is_double, label %double, label %not_double
+double:
+  %bits = call i64 @field(ptr %object, i64 16)
+  %result = insertvalue { i64, i1 } { i64 0, i1 true }, i64 %bits, 0
+  ret { i64, i1 } %result
+not_double:
+  %at = getelementptr inbounds i8, ptr %object, i64 16
+  %is_float32 = icmp eq i64 %type, %float32_type
+  br i1 %is_float32, label %single, label %not_single
+single:
+  %value32 = load float, ptr %at, align 4
+  %widened32 = fpext float %value32 to double
+  %bits32 = bitcast double %widened32 to i64
+  %result32 = insertvalue { i64, i1 } { i64 0, i1 true }, i64 %bits32, 0
+  ret { i64, i1 } %result32
+not_single:
+  %is_float16 = icmp eq i64 %type, %float16_type
+  br i1 %is_float16, label %half, label %not_half
+half:
+  %half_bits = load i16, ptr %at, align 2
+  %from_half = call { i64, i1 } @half_value(i16 %half_bits)
+  ret { i64, i1 } %from_half
+not_half:
+  %is_bfloat16 = icmp eq i64 %type, %bfloat16_type
+  br i1 %is_bfloat16, label %brain, label %integer
+brain:
+  ; a bfloat16 is the high half of an f32
+  %brain_bits = load i16, ptr %at, align 2
+  %brain_wide = zext i16 %brain_bits to i32
+  %brain_high = shl i32 %brain_wide, 16
+  %brain_single = bitcast i32 %brain_high to float
+  %brain_double = fpext float %brain_single to double
+  %brain_abs = call double @llvm.fabs.f64(double %brain_double)
+  %brain_finite = fcmp one double %brain_abs, 0x7FF0000000000000
+  %brain_as_bits = bitcast double %brain_double to i64
+  %brain_partial = insertvalue { i64, i1 } undef, i64 %brain_as_bits, 0
+  %brain_result = insertvalue { i64, i1 } %brain_partial, i1 %brain_finite, 1
+  ret { i64, i1 } %brain_result
+integer:
+  %int = call { i64, i1 } @integer_value(ptr %record, ptr %object)
+  %n = extractvalue { i64, i1 } %int, 0
+  %is_integer = extractvalue { i64, i1 } %int, 1
+  ; within 2^53 a double is exact, and rounding it once more rounds as binding does
+  %shifted = add i64 %n, 9007199254740992
+  %exact = icmp ule i64 %shifted, 18014398509481984
+  %ok = and i1 %is_integer, %exact
+  %as_double = sitofp i64 %n to double
+  %bits_int = bitcast double %as_double to i64
+  %partial_int = insertvalue { i64, i1 } undef, i64 %bits_int, 0
+  %result_int = insertvalue { i64, i1 } %partial_int, i1 %ok, 1
+  ret { i64, i1 } %result_int
+}
+
+; A finite f16's value as a double's bits, exactly: its significand (with the leading bit of
+; a normal half) times a power of two; an infinity or NaN is refused. In integer and double
+; arithmetic, so the code needs no f16 instructions.
+define private { i64, i1 } @half_value(i16 %bits) {
+  %wide = zext i16 %bits to i64
+  %fraction = and i64 %wide, 1023
+  %shifted = lshr i64 %wide, 10
+  %exponent = and i64 %shifted, 31
+  %negative = icmp ugt i64 %wide, 32767
+  %normal = icmp ne i64 %exponent, 0
+  %finite = icmp ne i64 %exponent, 31
+  %with_lead = or i64 %fraction, 1024
+  %significand = select i1 %normal, i64 %with_lead, i64 %fraction
+  %scale_exponent = select i1 %normal, i64 %exponent, i64 1
+  ; 2^(exponent - 25): the double exponent field exponent - 25 + 1023
+  %biased = add i64 %scale_exponent, 998
+  %scale_bits = shl i64 %biased, 52
+  %scale = bitcast i64 %scale_bits to double
+  %magnitude_int = sitofp i64 %significand to double
+  %magnitude = fmul double %magnitude_int, %scale
+  %negated = fneg double %magnitude
+  %value = select i1 %negative, double %negated, double %magnitude
+  %value_bits = bitcast double %value to i64
+  %partial = insertvalue { i64, i1 } undef, i64 %value_bits, 0
+  %result = insertvalue { i64, i1 } %partial, i1 %finite, 1
+  ret { i64, i1 } %result
+}
+
 ; The chunks of a launch of %groups work-groups (launcher.py's default_split and split), or
-; -1 where `num_threads` is neither None nor a plain int from 1 to launcher.MAX_THREADS (1024).
+; -1 where `num_threads` is neither None nor an integer from 1 to launcher.MAX_THREADS (1024).
 define private i64 @chunk_count(ptr %record, ptr %threads, i64 %groups) {
 entry:
   %none = call i64 @word(ptr %record, i64 15)
@@ -96,8 +217,7 @@ by_default:
   %capped = select i1 %fewer, i64 %worth, i64 %cores
   br label %parts
 given:
-  %int_type = call i64 @word(ptr %record, i64 14)
-  %count = call { i64, i1 } @plain_int(ptr %threads, i64 %int_type)
+  %count = call { i64, i1 } @integer_value(ptr %record, ptr %threads)
   %value = extractvalue { i64, i1 } %count, 0
   %fits = extractvalue { i64, i1 } %count, 1
   %positive = icmp sge i64 %value, 1
@@ -185,8 +305,7 @@ entry:
   %is_integer = icmp eq i64 %kind, 2
   br i1 %is_integer, label %integer, label %real
 integer:
-  %int_type = call i64 @word(ptr %record, i64 14)
-  %int = call { i64, i1 } @plain_int(ptr %value, i64 %int_type)
+  %int = call { i64, i1 } @integer_value(ptr %record, ptr %value)
   %n = extractvalue { i64, i1 } %int, 0
   %fits = extractvalue { i64, i1 } %int, 1
   %lowest = call i64 @word(ptr %described, i64 3)
@@ -201,12 +320,11 @@ integer:
   %int_result = insertvalue { i64, i1 } %int_partial, i1 %int_ok, 1
   ret { i64, i1 } %int_result
 real:
-  %float_type = call i64 @word(ptr %record, i64 13)
-  %type = call i64 @field(ptr %value, i64 8)
-  %is_float = icmp eq i64 %type, %float_type
-  br i1 %is_float, label %read, label %no
+  %number = call { i64, i1 } @real_value(ptr %record, ptr %value)
+  %is_real = extractvalue { i64, i1 } %number, 1
+  br i1 %is_real, label %read, label %no
 read:
-  %bits64 = call i64 @field(ptr %value, i64 16)
+  %bits64 = extractvalue { i64, i1 } %number, 0
   switch i64 %kind, label %f32 [ i64 0, label %f64
                                  i64 3, label %f16
                                  i64 4, label %bf16 ]
@@ -436,8 +554,7 @@ count:
   %same_count = icmp eq i64 %given, %arguments
   br i1 %same_count, label %groups, label %decline
 groups:
-  %int_type = call i64 @word(ptr %record, i64 14)
-  %group_int = call { i64, i1 } @plain_int(ptr %groups_object, i64 %int_type)
+  %group_int = call { i64, i1 } @integer_value(ptr %record, ptr %groups_object)
   %group_size = extractvalue { i64, i1 } %group_int, 0
   %group_fits = extractvalue { i64, i1 } %group_int, 1
   %most = call i64 @word(ptr %record, i64 3)

@@ -13,7 +13,7 @@ Work-groups split into several chunks run on the process's thread pool where no 
 has it (`pool.PUBLISHED`).
 
 The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
-struct). They are checked on probe objects once per process: where one differs (another
+struct and scalars). They are checked on probe objects once per process: where one differs (another
 interpreter, a free-threaded build, a numpy of another layout) there is no native path and
 every launch takes the Python one.
 """
@@ -30,6 +30,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 import llvmlite.binding as llvm
+import ml_dtypes
 import numpy as np
 
 from nanotc import targets
@@ -40,7 +41,7 @@ from nanotc.runtime import pool
 from nanotc.runtime.interrupts import uninterrupted
 from nanotc.runtime.jit import JitModule, ObjectModule
 
-_HEADER_WORDS = 18
+_HEADER_WORDS = 24
 _MEMREF_WORDS = 6  # fast_launch.ll's memref entries; its scalar and pair entries are 6 too
 _KIND = {ScalarType.F64: 0, ScalarType.F32: 1, ScalarType.F16: 3, ScalarType.BF16: 4}
 _INTEGER_KIND = 2
@@ -130,7 +131,7 @@ class FastLaunch:
             len(self._memrefs), at_memrefs, len(self._scalars), at_scalars,
             len(disjoint), at_pairs, at_template,
             id(np.ndarray), id(float), id(int), id(None), self._default_threads,
-            ctypes.addressof(pool.PUBLISHED),
+            ctypes.addressof(pool.PUBLISHED), *numpy_scalar_types(),
         ]  # fmt: skip
         for m in range(len(self._memrefs)):  # extents' offsets: relative until now
             memrefs[m * _MEMREF_WORDS + 5] += at_extents
@@ -191,6 +192,34 @@ def _objects_as_expected() -> bool:
                                                enumerate(t)):  # fmt: skip
             return False
     return all(ctypes.c_double.from_address(id(f) + 16).value == f for f in (1.5, -3e300))
+
+
+# the scalar types whose values native launches read, in the record's order
+_SCALAR_PROBES = (
+    np.float64(-1.5),
+    np.float32(-1.5),
+    np.float16(-1.5),
+    np.int64(-7 << 40),
+    np.int32(-7),
+    ml_dtypes.bfloat16(-1.5),
+)
+
+
+@lru_cache(maxsize=1)
+def numpy_scalar_types() -> tuple[int, ...]:
+    """The addresses of numpy's float64, float32, float16, int64 and int32 scalar types and of
+    ml_dtypes' bfloat16, as fast_launch.ll's record holds them: 0 for a type whose probe does
+    not hold its value where the native code reads it (its scalars take the Python path)."""
+    return tuple(id(type(probe)) if _holds_at_16(probe) else 0 for probe in _SCALAR_PROBES)
+
+
+def _holds_at_16(probe: np.generic) -> bool:
+    """Whether a numpy scalar's object has its type at 8 and its value's bytes at 16."""
+    value = np.array(probe).tobytes()
+    return (
+        _word(id(probe) + 8) == id(type(probe))
+        and ctypes.string_at(id(probe) + 16, len(value)) == value
+    )
 
 
 def _arrays_as_expected() -> bool:

@@ -14,8 +14,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from nanotc.ir.types import ScalarType
 from nanotc.runtime import fast_launch, pool
-from nanotc.runtime.arguments import ArgumentError
+from nanotc.runtime.arguments import ArgumentError, bind_scalar
 from nanotc.runtime.launcher import MAX_THREADS, Kernel, default_threads
 
 from .helpers import compiled
@@ -89,7 +90,7 @@ def test_a_known_layout_launches_natively_on_fresh_arrays_and_scalars(kernel: Ke
 
 @pytest.mark.parametrize(
     "change",
-    ["subclass", "equal_dtype", "shape", "group_numpy", "alpha_numpy"],
+    ["subclass", "equal_dtype", "shape", "group_int16", "alpha_longdouble"],
 )
 def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, change: str) -> None:
     a, b, c = operands()
@@ -107,10 +108,10 @@ def test_other_launches_take_the_python_path_and_run_as_before(kernel: Kernel, c
     elif change == "shape":
         a, b, c = operands(batch=7, seed=9)
         groups = 7
-    elif change == "group_numpy":
-        groups = np.int64(6)
-    elif change == "alpha_numpy":
-        alpha = np.float32(1.0)
+    elif change == "group_int16":  # numpy ints other than int64 and int32 are not read
+        groups = np.int16(6)
+    elif change == "alpha_longdouble":
+        alpha = np.longdouble(1.0)
     want = expected(1.0, a, b, c)
     kernel(alpha, a, b, c, group_size=groups, num_threads=threads)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
@@ -293,6 +294,101 @@ def test_f16_and_bf16_scalars_past_range_or_not_finite_take_the_python_path(
     kernel(math.nan, y, group_size=1)
     assert math.isnan(float(y[0]))
     assert python.entries >= 4
+
+
+REALS = [("f64", np.float64), ("f32", np.float32), *SIXTEEN_BITS]
+
+
+def every_number_read_natively() -> list[Any]:
+    """Python floats, numpy float64s and float32s of the rounding cases, far past f32's range
+    and at it; every f16 and bfloat16 bit pattern; Python, int64 and int32 integers around
+    2^53 and the 16-bit limits."""
+    rng = np.random.default_rng(1)
+    huge = [float(v) for v in rng.standard_normal(300) * 10.0 ** rng.integers(-320, 308, 300)]
+    doubles = rounding_cases() + huge + [3.4028235e38, 3.4028236e38, 3.5e38, math.inf, math.nan]
+    with np.errstate(over="ignore"):
+        singles = [np.float32(v) for v in doubles]
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    integers = [0, 1, -1, 255, 65504, 65519, 65520, 16777217, 2**31 - 1, -(2**31)]
+    integers += [2**53 - 1, 2**53, 2**53 + 1, -(2**53), -(2**53) - 1, 2**62 + 1, -(2**63)]
+    return [
+        *doubles,
+        *(np.float64(v) for v in doubles),
+        *singles,
+        *patterns.view(np.float16),
+        *patterns.view(ml_dtypes.bfloat16),
+        *integers,
+        2**64,
+        *(np.int64(v) for v in integers),
+        *(np.int32(v) for v in integers if -(2**31) <= v < 2**31),
+    ]
+
+
+def bits(value: Any) -> int | None:
+    """A stored scalar's bits; None for a NaN, whose payload binding and the native launch
+    may quiet differently."""
+    if math.isnan(float(value)):
+        return None
+    return int(np.array([value]).view(f"u{np.dtype(type(value)).itemsize}")[0])
+
+
+@pytest.mark.parametrize(("t", "dtype"), REALS)
+def test_numpy_scalars_and_integers_launch_natively_as_binding_binds_them(
+    t: str, dtype: Any
+) -> None:
+    """Each number is stored by a launch and compared with binding's value of it
+    (`bind_scalar`), or refused as binding refuses it. Only numbers the native code may not
+    read (beyond 2^53, NaN and infinite 16-bit floats, or rounding to an infinity) enter
+    the Python path."""
+    kernel = compiled(STORE_SCALAR.format(t=t))["k"]
+    y = np.zeros(1, dtype)
+    kernel(1.0, y, group_size=1)
+    python = PythonPath(kernel)
+    declined = 0
+    for value in every_number_read_natively():
+        try:
+            want = bind_scalar("%a", ScalarType(t), value)
+        except ArgumentError:
+            with pytest.raises(ArgumentError, match="argument %a"):
+                kernel(value, y, group_size=1)
+            continue
+        entries = python.entries
+        kernel(value, y, group_size=1)
+        assert bits(y[0]) == bits(want), (type(value), value)
+        if python.entries > entries:
+            declined += 1
+            assert not native_reads(value, t), (type(value), value)
+    assert declined < 3000  # NaN patterns, infinities, integers past 2^53
+
+
+def native_reads(value: Any, t: str) -> bool:
+    """Whether the native launch is meant to read `value` for a scalar of type `t`."""
+    if isinstance(value, int | np.integer):
+        return abs(int(value)) <= 2**53
+    finite = math.isfinite(float(value))
+    if isinstance(value, np.float16 | ml_dtypes.bfloat16):
+        return finite
+    return finite or t in ("f32", "f64")  # f16 and bf16 refuse infinities natively
+
+
+@pytest.mark.parametrize("t", ["i8", "i32", "i64", "index"])
+def test_numpy_int64_and_int32_launch_natively_within_the_range(t: str) -> None:
+    kernel = compiled(STORE_SCALAR.format(t=t))["k"]
+    dtype = np.int64 if t == "index" else np.dtype(t.replace("i", "int"))
+    y = np.zeros(1, dtype)
+    kernel(1, y, group_size=np.int64(1))
+    python = PythonPath(kernel)
+    info = np.iinfo(dtype)
+    for value in (np.int64(info.max), np.int64(info.min), np.int32(-5), np.int32(7)):
+        if info.min <= value <= info.max:
+            kernel(value, y, group_size=np.int32(1), num_threads=np.int64(1))
+            assert y[0] == value
+    assert python.entries == 0
+    if t != "i64" and t != "index":
+        with pytest.raises(ArgumentError, match="argument %a: expected an integer"):
+            kernel(np.int64(info.max) + 1, y, group_size=1)
+    with pytest.raises(ArgumentError, match="argument %a: expected an integer"):
+        kernel(np.float64(1.0), y, group_size=1)
 
 
 @pytest.mark.parametrize("threads", [2, 3, None])
