@@ -83,6 +83,8 @@ def _dtype(dtype: Any) -> np.dtype[Any]:
 
 
 def _check_alignment(alignment: int, element: np.dtype[Any]) -> None:
+    if element.hasobject:  # a view of raw bytes would hold garbage pointers as objects
+        raise TypeError(f"dtype must hold no Python objects, got {element}")
     power_of_two = is_count(alignment) and alignment > 0 and alignment & (alignment - 1) == 0
     if not power_of_two or alignment < element.alignment:
         raise ValueError(

@@ -93,6 +93,9 @@ def test_an_impossible_size_says_which_array_it_was() -> None:
         (lambda: nanotc.empty_aligned((3, 2.5)), "non-negative integers"),
         (lambda: nanotc.empty_aligned((3, True)), "non-negative integers"),
         (lambda: nanotc.aligned([1.0, 2.0]), "must be a numpy array, got list"),
+        (lambda: nanotc.empty_aligned(4096, object), "hold no Python objects, got object"),
+        (lambda: nanotc.zeros_aligned(8, [("x", "f4"), ("o", "O")]), "hold no Python objects"),
+        (lambda: nanotc.aligned(np.array([1, None])[1:]), "hold no Python objects"),
     ],
 )
 def test_bad_requests_say_what_is_wrong(call, message: str) -> None:  # type: ignore[no-untyped-def]
