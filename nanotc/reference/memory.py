@@ -16,7 +16,8 @@ to the caller's arrays exactly as a native launch would. Memref element (i, j) i
   language does not check them at run time; the oracle refuses to guess).
 - expand: one mode becomes several with canonical strides (S, S*e1, S*e1*e2, ...); a `?` entry is
   inferred as the mode size divided by the product of the other entries, which must divide it.
-- fuse: modes [first, last] become one mode of their product size with the first mode's stride.
+- fuse: modes [first, last] become one mode of their product size with the stride of the first
+  mode of size above 1.
   When that does not address the same elements as the original modes (a dynamic stride
   violating S(k)*s(k) = S(k+1) on modes of size > 1) the language's behaviour is undefined and
   EvaluationError is raised.
@@ -185,18 +186,20 @@ def expand(source: np.ndarray, mode: int, entries: Sequence[int | None]) -> np.n
 
 
 def fuse(source: np.ndarray, first: int, last: int) -> np.ndarray:
-    """Modes first..last viewed as one mode with the first mode's stride."""
+    """Modes first..last viewed as one mode with the stride of the first that is stepped
+    (modes of size 1 never are: their strides do not matter)."""
     sizes, strides = source.shape[first : last + 1], source.strides[first : last + 1]
     total = math.prod(sizes)
-    for k in range(len(sizes)):
-        expected = strides[0] * math.prod(sizes[:k])
+    stepped = next((k for k, n in enumerate(sizes) if n > 1), 0)
+    for k in range(stepped, len(sizes)):
+        expected = strides[stepped] * math.prod(sizes[stepped:k])
         require(
             total == 0 or sizes[k] <= 1 or strides[k] == expected,
             f"modes {first}..{last} cannot be fused: element strides "
             f"{[s // source.itemsize for s in strides]} with sizes {list(sizes)}",
         )
     shape = source.shape[:first] + (total,) + source.shape[last + 1 :]
-    byte_strides = source.strides[: first + 1] + source.strides[last + 1 :]
+    byte_strides = source.strides[:first] + (strides[stepped],) + source.strides[last + 1 :]
     return as_strided(source, shape, byte_strides, writeable=source.flags.writeable)
 
 

@@ -556,17 +556,19 @@ def _normalise_unit_modes(
     t: MemRefType, shape: tuple[int, ...], strides: tuple[int, ...]
 ) -> tuple[int, ...]:
     """A mode of size 1 is never stepped, so its stride is free; numpy gives such modes
-    arbitrary strides. The type's stride (if static) or the packed continuation of the
-    previous mode replaces it, so that fusing across it addresses what the array holds."""
+    arbitrary strides. The type's stride (if static) replaces it, else the stride of the next
+    mode, as a fused mode starting there steps through the next one's elements; the last
+    mode takes the packed continuation of the previous one."""
     out = list(strides)
-    for mode, size in enumerate(shape):
-        if size == 1:
-            static = t.stride[mode]
-            out[mode] = (
-                static
-                if static is not DYNAMIC
-                else (out[mode - 1] * shape[mode - 1] if mode else 1)
-            )
+    for mode in reversed(range(len(shape))):
+        if shape[mode] != 1:
+            continue
+        if t.stride[mode] is not DYNAMIC:
+            out[mode] = t.stride[mode]
+        elif mode + 1 < len(shape):
+            out[mode] = out[mode + 1]
+        else:
+            out[mode] = out[mode - 1] * shape[mode - 1] if mode else 1
     return tuple(out)
 
 

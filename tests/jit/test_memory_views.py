@@ -351,6 +351,44 @@ def test_fuse(first: int, last: int, layout: str, target: str, rng) -> None:
     np.testing.assert_array_equal(out, np.reshape(src, new_shape, order="F"))
 
 
+def views_with_unit_modes(rng) -> list[tuple[np.ndarray, int, int]]:
+    """Views with modes of size 1 whose strides numpy chose freely, and modes to fuse: rows
+    cut off a padded array, new axes (stride 0) before, between and after the others."""
+    x = random_array(rng, (6, 2), "f64")
+    padded = random_array(rng, (7, 1, 2), "f64")[:6]  # element strides 1, 7, 7
+    return [
+        (padded, 1, 2),
+        (padded, 0, 1),
+        (x[:, None, :], 1, 2),
+        (x[:, None, :], 0, 1),
+        (x[None, :, :], 0, 1),
+        (x[:, :, None], 1, 2),
+        (x[:, None, None, :], 1, 3),
+        (x[:, None, None, :], 0, 2),
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fuse_across_modes_of_size_one_whatever_their_strides(target: str, rng) -> None:
+    """A fused mode steps as its first mode of size above 1 does: the strides numpy gives
+    modes of size 1 change nothing (fusing from one once read the padding row)."""
+    for src, first, last in views_with_unit_modes(rng):
+        order = src.ndim
+        src_t = memref("f64", [None] * order, [None] * order)
+        view_t = memref("f64", [None] * (order - last + first), [None] * (order - last + first))
+        out_t = dynamic_out("f64", order - last + first)
+        body = [
+            f"%v = fuse %a[{first},{last}] : {src_t}",
+            *copy_out("%v", view_t, "%b", out_t, order - last + first),
+        ]
+        text = function([f"%a: {src_t}", f"%b: {out_t}"], body)
+        shape = src.shape
+        new_shape = shape[:first] + (int(np.prod(shape[first : last + 1])),) + shape[last + 1 :]
+        out = fill_garbage(np.zeros(new_shape, order="F"))
+        check(text, [src, out], target=target)
+        np.testing.assert_array_equal(out, np.reshape(src, new_shape, order="F"))
+
+
 # -- alloca ---------------------------------------------------------------------------------
 
 ALLOCA_KERNEL = """func @k(%x: memref<f32x{n}>, %out: memref<f32x{n}x{count}x?>) {{

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from reference_helpers import DTYPES, nan_array, random_array, run, scalar_out
 
-from nanotc.reference import EvaluationError
+from nanotc.reference import EvaluationError, memory
 from nanotc.runtime.arguments import ArgumentError, Group
 
 COPY_3X5 = """func @k(%a: memref<f32x3x5>, %b: memref<f32x3x5>) {
@@ -253,6 +253,23 @@ def test_fuse_dynamic_and_invalid_dynamic_stride() -> None:
     single = random_array(rng, (3, 4, 2), "f32")[:, 1:2]
     run(text, single, b[:3])
     np.testing.assert_array_equal(b[:3], single.reshape((3, 2), order="F"))
+
+
+def test_fuse_steps_as_its_first_mode_of_size_above_one() -> None:
+    """A new axis (stride 0) or a mode of size 1 with its next mode's stride starts the
+    fused modes: the fused mode takes the stride of the first mode that is stepped."""
+    x = np.asfortranarray(np.arange(12.0).reshape(6, 2))
+    for view, first, last in (
+        (x[:, None, :], 1, 2),
+        (x[None, :, :], 0, 1),
+        (x[:, None, None], 0, 2),
+    ):
+        fused = memory.fuse(view, first, last)
+        np.testing.assert_array_equal(fused, x.reshape(fused.shape, order="F"))
+    padded = np.asfortranarray(np.arange(14.0).reshape(7, 1, 2, order="F"))[:6]
+    np.testing.assert_array_equal(memory.fuse(padded, 1, 2), padded[:, 0, :])
+    with pytest.raises(EvaluationError, match="cannot be fused"):
+        memory.fuse(padded, 0, 2)  # the padding row lies between the columns
 
 
 # -- alloca ---------------------------------------------------------------------------------
