@@ -61,6 +61,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     compilation = compilation_for(text, name, args.target)
     if args.emit == "shared" and args.output in (None, "-"):
         raise UsageError("--emit shared needs an output file: -o LIBRARY.so")
+    if args.emit == "obj" and args.output in (None, "-") and sys.stdout.isatty():
+        raise UsageError("--emit obj writes a binary file, not to a terminal: -o KERNEL.o")
     _check_output_places(args)
     header = None
     if args.header:  # first: a kernel C cannot declare fails before anything is written

@@ -264,6 +264,24 @@ def test_compile_emits_every_stage(tmp_path) -> None:
     assert data[:4] == b"\x7fELF" and b"fused_kernel__packed" in data
 
 
+def test_compile_refuses_to_write_an_object_file_to_a_terminal() -> None:
+    main, terminal = os.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "nanotc", "compile", str(EXAMPLE), "--emit", "obj"],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(terminal)
+        os.close(main)
+    assert result.returncode == 1
+    assert "--emit obj writes a binary file, not to a terminal: -o KERNEL.o" in result.stderr
+
+
 def test_compile_for_each_target_uses_its_registers() -> None:
     for target, wide, absent in [("avx2", "%ymm", "%zmm"), ("generic", "%xmm", "%ymm")]:
         result = nanotc("compile", str(EXAMPLE), "--emit", "asm", "--target", target)
