@@ -12,7 +12,8 @@ result is first checked against numpy's (C_i's values before count); the time is
 of `--runs` timings of `--calls` calls each.
 
 A second table times a call of `y := a x + y` on 16 elements for each type of the scalar
-`a` (and of x and y), given as a Python float: a launch's cost beside its scalars' conversion.
+`a` (and of x and y), given as a Python float, a numpy scalar of the type and a Python int: a
+launch's cost beside its scalars' conversion.
 """
 
 from __future__ import annotations
@@ -81,20 +82,26 @@ def measure(case: Case, calls: int, runs: int) -> Timed:
     return Timed(chunks, times)
 
 
-SCALAR_TYPES = ("f32", "f16", "bf16")
+SCALAR_TYPES = ("f64", "f32", "f16", "bf16")
+SCALAR_KINDS = ("Python float", "numpy scalar", "Python int")
 
 
-def scalar_launch(t: str) -> Callable[[], object]:
-    """`y := 0.5 x + y` on 16 elements of type t, its scalar a Python float; checked once."""
+def scalar_launches(t: str) -> dict[str, Callable[[], object]]:
+    """`y := a x + y` on 16 elements of type t, its scalar a given as a Python float, a
+    numpy scalar of the type and a Python int; each checked once."""
     kernel = kernels.compiled(f"""func @axpy(%a: {t}, %x: memref<{t}x16>, %y: memref<{t}x16>) {{
     axpby.n %a, %x, 1.0, %y : {t}, memref<{t}x16>, {t}, memref<{t}x16>
 }}""")
     dtype = numpy_dtype(ScalarType(t))
     x, y = np.arange(16).astype(dtype), np.ones(16, dtype)
-    kernel(0.5, x, y, group_size=1)
-    if not np.array_equal(y.astype(np.float64), 0.5 * np.arange(16) + 1):
-        raise ValidationError(f"{t} axpby: wrong result")
-    return lambda: kernel(0.5, x, y, group_size=1)
+    launches: dict[str, Callable[[], object]] = {}
+    for kind, a in zip(SCALAR_KINDS, (0.5, dtype.type(0.5), 2)):
+        y[...] = 1
+        kernel(a, x, y, group_size=1)
+        if not np.array_equal(y.astype(np.float64), float(a) * np.arange(16) + 1):
+            raise ValidationError(f"{t} axpby, a {kind}: wrong result")
+        launches[kind] = lambda a=a: kernel(a, x, y, group_size=1)
+    return launches
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,12 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {case.size}^3 | {case.batch} | {t.chunks} | {us['call']:.2f} | "
               f"{us['prepared']:.2f} | {us['numpy']:.2f} |")  # fmt: skip
     print()
-    print("| scalar type | axpby call |")
-    print("| --- | ---: |")
+    print("| scalar type | " + " | ".join(f"a {kind}" for kind in SCALAR_KINDS) + " |")
+    print("| --- |" + " ---: |" * len(SCALAR_KINDS))
     for t in SCALAR_TYPES:
-        call = scalar_launch(t)
-        us = min(timeit.repeat(call, number=args.calls, repeat=args.runs)) / args.calls * 1e6
-        print(f"| {t} | {us:.2f} |")
+        times = [
+            min(timeit.repeat(call, number=args.calls, repeat=args.runs)) / args.calls * 1e6
+            for call in scalar_launches(t).values()
+        ]
+        print(f"| {t} | " + " | ".join(f"{us:.2f}" for us in times) + " |")
     return 0
 
 

@@ -479,7 +479,8 @@ def test_launch_times_every_way_after_checking_it(capsys: pytest.CaptureFixture[
         assert chunks >= 1 and all(t > 0 for t in microseconds)
     scalars = [line.split("|") for line in out if re.match(r"\| b?f\d+ \|", line)]
     assert [row[1].strip() for row in scalars] == list(launch.SCALAR_TYPES)
-    assert all(float(row[2]) > 0 for row in scalars)
+    assert all(float(x) > 0 for row in scalars for x in row[2:-1])
+    assert all(len(row) == len(launch.SCALAR_KINDS) + 3 for row in scalars)
 
 
 def test_launch_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -495,5 +496,5 @@ def test_launch_refuses_a_wrong_axpby(monkeypatch: pytest.MonkeyPatch) -> None:
     compile_ = launch.kernels.compiled
     monkeypatch.setattr(launch.kernels, "compiled",
                         lambda source: compile_(source.replace("1.0, %y", "0.0, %y")))  # fmt: skip
-    with pytest.raises(harness.ValidationError, match="bf16 axpby: wrong result"):
-        launch.scalar_launch("bf16")
+    with pytest.raises(harness.ValidationError, match="bf16 axpby, a Python float: wrong result"):
+        launch.scalar_launches("bf16")
