@@ -12,7 +12,7 @@ A process must ask Linux for the AMX state before running such code
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -124,25 +124,32 @@ def _amx_gemm(e: FunctionEmitter, inst: TileAmxGemm) -> None:
         b.icmp_signed("==", e.index_value(inst.cols), const(2 * PANEL)),
     )
     with b.if_else(full, likely=True) as (whole, edge):
-        with whole:  # accumulate onto C's own tiles: no buffer, no vector pass
-            ld = mul(b, c.stride[1], F32_BYTES)
-            corners = [_c_tile(b, c, index) for index in range(4)]
-            with b.if_else(accumulate, likely=True) as (add, overwrite):
-                with add:
-                    loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
-                    add_end = b.block
-                with overwrite:
-                    zeros = [_tile_zero(b) for _ in corners]
-                    overwrite_end = b.block
-            start = []
-            for tile, zero in zip(loaded, zeros):
-                phi = b.phi(AMX)
-                phi.add_incoming(tile, add_end)
-                phi.add_incoming(zero, overwrite_end)
-                start.append(phi)
-            _store_c(b, corners, ld, k_loop(start))
+        with whole:
+            _onto_c_tiles(b, c, accumulate, k_loop)
         with edge:
             _epilogue(e, inst, from_zero(), accumulate)
+
+
+def _onto_c_tiles(b: ir.IRBuilder, c: MemrefValue, accumulate: ir.Value,
+                  k_loop: Callable[[list[ir.Value]], list[ir.Value]]) -> None:  # fmt: skip
+    """A whole 32 x 32 block accumulated onto C's own tiles (loaded, or zero where not
+    `accumulate`) and stored back: no buffer, no vector pass."""
+    ld = mul(b, c.stride[1], F32_BYTES)
+    corners = [_c_tile(b, c, index) for index in range(4)]
+    with b.if_else(accumulate, likely=True) as (add, overwrite):
+        with add:
+            loaded = [_load(b, [_ROWS, _COLS], p, ld) for p in corners]
+            add_end = b.block
+        with overwrite:
+            zeros = [_tile_zero(b) for _ in corners]
+            overwrite_end = b.block
+    start = []
+    for tile, zero in zip(loaded, zeros):
+        phi = b.phi(AMX)
+        phi.add_incoming(tile, add_end)
+        phi.add_incoming(zero, overwrite_end)
+        start.append(phi)
+    _store_c(b, corners, ld, k_loop(start))
 
 
 def _tile_zero(b: ir.IRBuilder) -> ir.Value:
