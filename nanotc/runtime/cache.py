@@ -30,6 +30,7 @@ recently used entries; `nanotc cache info|clear` inspects or empties it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -46,7 +47,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from stat import S_ISREG
+from typing import Any, BinaryIO
 
 from nanotc.runtime import jit
 from nanotc.targets import Target
@@ -80,13 +82,40 @@ def mode_from_environment() -> str:
     return "disk"
 
 
+class NoCacheDirectory(OSError):
+    """The cache directory's path starts at a home directory that cannot be found (no
+    `$HOME` and no password entry, as in a container run as an arbitrary user; `~name` of
+    no such user)."""
+
+
 def cache_directory() -> Path:
-    """Where the kernel cache and the tuning database live."""
+    """Where the kernel cache and the tuning database live (NoCacheDirectory where that
+    cannot be told). A relative `$XDG_CACHE_HOME` is ignored, as the XDG specification asks."""
     explicit = os.environ.get("NANOTC_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(base).expanduser() / "nanotc"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg if os.path.isabs(xdg) else os.path.join("~", ".cache")) / "nanotc"
+    path = Path(explicit) if explicit else base
+    try:
+        return path.expanduser()
+    except RuntimeError:  # pathlib's "Could not determine home directory."
+        raise NoCacheDirectory(
+            errno.ENOENT,
+            "no home directory to find it in (set NANOTC_CACHE_DIR to an absolute path)",
+            str(path),
+        ) from None
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading where it is a regular file; OSError for anything else: a FIFO
+    would block the read, a device never end it (a damaged or hostile cache directory)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +237,8 @@ class KernelCache:
         if path is None:
             return None
         try:
-            blob = path.read_bytes()
+            with open_regular(path) as f:
+                blob = f.read()
         except OSError:
             return None
         data = decode_entry(blob, key)
@@ -247,7 +277,7 @@ class KernelCache:
     def entries(self) -> Iterator[Path]:
         if self.directory is None:
             return iter(())
-        return (self.directory / "kernels").glob(f"*/*{SUFFIX}")
+        return (p for p in (self.directory / "kernels").glob(f"*/*{SUFFIX}") if p.is_file())
 
     def prune(self) -> None:
         """Delete least recently used entries (and abandoned temporary files) until the disk
@@ -348,7 +378,7 @@ def decode_entry(blob: bytes, key: str) -> bytes | None:
 def read_header(path: Path) -> dict[str, Any] | None:
     """The JSON header of an entry file (for `nanotc cache info`)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(len(MAGIC) + 8)
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
                 return None
@@ -363,6 +393,7 @@ def read_header(path: Path) -> dict[str, Any] | None:
 
 _caches: dict[Path | None, KernelCache] = {}
 _caches_lock = threading.Lock()
+_warned_no_directory: list[bool] = []  # once per process
 
 
 def active(enabled: bool | None = None) -> KernelCache | None:
@@ -372,7 +403,17 @@ def active(enabled: bool | None = None) -> KernelCache | None:
     mode = mode_from_environment()
     if enabled is False or (enabled is None and mode == "off"):
         return None
-    return _cache_at(None if mode == "memory" else cache_directory())
+    if mode == "memory":
+        return _cache_at(None)
+    try:
+        return _cache_at(cache_directory())
+    except NoCacheDirectory as error:
+        if not _warned_no_directory:
+            _warned_no_directory.append(True)
+            warnings.warn(f"nanotc: no kernel cache directory ({error.filename}: "
+                          f"{error.strerror}); compiled code is kept in memory only",
+                          RuntimeWarning, stacklevel=_caller_outside_nanotc())  # fmt: skip
+        return _cache_at(None)
 
 
 def _cache_at(directory: Path | None) -> KernelCache:

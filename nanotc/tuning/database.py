@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions, GemmChoice
-from nanotc.runtime.cache import cache_directory
+from nanotc.runtime.cache import NoCacheDirectory, cache_directory, open_regular
 from nanotc.targets import Target
 
 FORMAT = 1
@@ -65,8 +65,12 @@ def options_for(target: Target) -> CompileOptions:
     """The tuned choices of `target` (none when tuning is disabled or nothing was tuned)."""
     if not enabled():
         return DEFAULT_OPTIONS
+    try:
+        stored = entries(target)
+    except NoCacheDirectory:  # no directory, so no database (the kernel cache warns)
+        return DEFAULT_OPTIONS
     choices = {}
-    for key, record in entries(target).items():
+    for key, record in stored.items():
         try:
             choices[key] = GemmChoice.from_json(record)
         except ValueError:
@@ -132,7 +136,8 @@ def _read(path: Path, fresh: bool = False) -> dict[str, Any]:
         if cached is not None and cached[0] == stamp and not fresh:
             return json.loads(json.dumps(cached[1]))  # a copy callers may modify
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path) as f:
+            data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # RecursionError: nested past the parser
         return {}  # unreadable or damaged: as if empty (the next record rewrites it)
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -206,6 +206,54 @@ def test_unwritable_directory_warns_once_and_still_compiles(tmp_path, monkeypatc
     assert warning.filename == __file__  # the user's call, not a line inside nanotc
 
 
+def test_special_files_where_entries_belong_are_misses(cache_dir: Path) -> None:
+    """A FIFO would block a read, /dev/zero never end one: both count as damaged entries, for
+    the kernels and the tuning database alike (in a child process: a hang fails by timeout)."""
+    nanotc.compile(SCALE)
+    (entry,) = entries(cache_dir)
+    entry.unlink()
+    os.mkfifo(entry)
+    os.mkfifo(cache_dir / "tuning.json")
+    kernel_cache._caches.clear()
+    child = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                           timeout=120, env=os.environ.copy())  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "compiled"
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    again = nanotc.compile(SCALE)
+    assert again.origin == "compiled" and run_scale(again) == [0, 3, 6, 9]
+    assert entry.is_file() and not entry.is_symlink()  # rewritten in place of the link
+
+
+def test_no_home_directory_keeps_code_in_memory_with_one_warning(monkeypatch) -> None:
+    """As in a container run as a user without a password entry: `~` cannot be expanded."""
+    monkeypatch.setenv("NANOTC_CACHE_DIR", "~no_such_user_of_nanotc/cache")
+    monkeypatch.delenv("NANOTC_CACHE", raising=False)
+    monkeypatch.setattr(kernel_cache, "_warned_no_directory", [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = nanotc.compile(variant(3))
+        nanotc.compile(variant(4))
+    assert run_scale(first, "scale3") == [0, 3, 6, 9]
+    (warning,) = [w for w in caught if "no kernel cache directory" in str(w.message)]
+    assert "no home directory to find it in (set NANOTC_CACHE_DIR" in str(warning.message)
+    assert warning.filename == __file__
+    result = subprocess.run([sys.executable, "-m", "nanotc", "cache"], capture_output=True,
+                            text=True, timeout=120, env=os.environ.copy())  # fmt: skip
+    assert result.returncode == 1
+    assert "~no_such_user_of_nanotc/cache: no home directory to find it in" in result.stderr
+
+
+def test_a_relative_xdg_cache_home_is_ignored(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("NANOTC_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert kernel_cache.cache_directory() == tmp_path / ".cache" / "nanotc"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert kernel_cache.cache_directory() == tmp_path / "xdg" / "nanotc"
+
+
 def test_threads_compiling_at_once(cache_dir: Path) -> None:
     sources = [variant(i % 3) for i in range(9)]  # three kernels, each asked for three times
     results: list[tuple[str, list[float]]] = [("", [])] * len(sources)
