@@ -4,6 +4,9 @@ its C header, and (`--dump-dir`) every stage at once."""
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
+import stat
 import sys
 from pathlib import Path
 
@@ -39,15 +42,45 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def write_output(output: str | bytes, path: str | None) -> None:
+def write_output(output: str | bytes, path: str | None, mode: int = 0o666) -> None:
+    """`output` to standard output (`path` None or "-") or to the file `path`, created with
+    `mode` (less the umask) where it is new."""
     if path is None or path == "-":
         if isinstance(output, bytes):
             sys.stdout.buffer.write(output)
         else:
             sys.stdout.write(output)
         return
-    with open(path, "wb" if isinstance(output, bytes) else "w") as f:
-        f.write(output)
+    data = output.encode() if isinstance(output, str) else output
+    try:
+        _write_file(Path(path), data, mode)
+    except OSError as e:  # named: a write's own error (a full disk) names no file
+        raise OSError(e.errno, e.strerror, path) from None
+
+
+def _write_file(path: Path, data: bytes, mode: int) -> None:
+    """A regular file (or a new one) is replaced whole: written beside it under a temporary
+    name, then renamed into place, so a failed write (a full disk, a file size limit) leaves
+    it as it was. Anything else (a device, a FIFO) is written to as it is."""
+    try:
+        existing = path.stat()
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if existing is not None:
+            os.chmod(temporary, stat.S_IMODE(existing.st_mode))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def compilation_for(text: str, name: str, target: str | None) -> Compilation:
@@ -72,7 +105,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         guard = header_guard(args.header)
         header = c_header(compilation.program, guard, banner, amx=compilation.target.amx)
     if args.emit == "shared":
-        link_shared(compilation.object_code(), args.output)
+        write_output(link_shared(compilation.object_code()), args.output, mode=0o777)
     else:
         write_output(emit(compilation, args.emit), args.output)
     if header is not None:

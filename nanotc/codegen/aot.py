@@ -14,7 +14,7 @@ first asks Linux for the tile state (`nanotc_request_amx`). C types follow the
 native types of `codegen.llvm.types.abi_type`: `i1` is `uint8_t`, f16 and bf16 scalars and data
 are `uint16_t` bit patterns (a `half` at the interface would be `_Float16`).
 
-`link_shared(object, path)` turns the position-independent object into a shared library with
+`link_shared(object)` turns the position-independent object into a shared library's bytes with
 the system C compiler (`$CC`, else `cc` or `gcc`).
 """
 
@@ -378,16 +378,20 @@ def c_compiler() -> list[str]:
     raise AotError("no C compiler found to link a shared library (set $CC, or install gcc)")
 
 
-def link_shared(object_code: bytes, output: str | Path) -> None:
-    """Link a position-independent object into a shared library at `output`."""
+def link_shared(object_code: bytes) -> bytes:
+    """A shared library linked from a position-independent object, as bytes: the caller
+    writes it in place whole (a failed link or write never leaves a partial library)."""
     compiler = c_compiler()
     with tempfile.TemporaryDirectory(prefix="nanotc-link-") as tmp:
-        obj = Path(tmp) / "kernels.o"
+        obj, library = Path(tmp) / "kernels.o", Path(tmp) / "kernels.so"
         obj.write_bytes(object_code)
-        command = [*compiler, "-shared", "-o", str(output), str(obj), "-lm"]
+        command = [*compiler, "-shared", "-o", str(library), str(obj), "-lm"]
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as e:
             raise AotError(f"could not run {compiler[0]}: {e}") from None
-    if result.returncode != 0:
-        raise AotError(f"linking failed ({' '.join(command)}):\n{result.stderr.strip()}")
+        if result.returncode != 0:
+            raise AotError(f"linking failed ({' '.join(command)}):\n{result.stderr.strip()}")
+        if not library.is_file():
+            raise AotError(f"{compiler[0]} reported success but wrote no library")
+        return library.read_bytes()

@@ -409,6 +409,47 @@ def test_cc_naming_a_missing_compiler_is_an_error_not_a_substitute(
     assert not (tmp_path / "k.so").exists()
 
 
+def test_a_compiler_that_writes_no_library_is_an_error(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "k.so").write_bytes(b"an older library")
+    monkeypatch.setenv("CC", "true")  # succeeds, writes nothing
+    result = _compile_shared(tmp_path)
+    assert result.returncode == 1 and "reported success but wrote no library" in result.stderr
+    assert (tmp_path / "k.so").read_bytes() == b"an older library"
+
+
+def test_a_write_that_fails_leaves_the_older_output_whole(tmp_path: Path) -> None:
+    """A file size limit (as a full disk) stops the write: the error names the file, and the
+    object file from before stays as it was, with no temporary file beside it."""
+    import resource
+
+    (tmp_path / "k.ir").write_text(KERNELS)
+    assert nanotc_cli("compile", "k.ir", "--emit", "obj", "-o", "k.o", cwd=tmp_path).returncode == 0
+    before = (tmp_path / "k.o").read_bytes()
+    assert len(before) > 2048
+
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "nanotc", "compile", "k.ir", "--emit", "asm", "-o", "k.o"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, preexec_fn=limit_file_size,
+    )  # fmt: skip
+    assert result.returncode == 1 and "nanotc compile: k.o: File too large" in result.stderr
+    assert (tmp_path / "k.o").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.ir", "k.o"]
+
+
+def test_outputs_keep_their_mode_and_devices_are_written_to(tmp_path: Path) -> None:
+    (tmp_path / "k.ir").write_text(KERNELS)
+    (tmp_path / "k.s").write_text("")
+    (tmp_path / "k.s").chmod(0o640)
+    assert nanotc_cli("compile", "k.ir", "-o", "k.s", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "k.s").stat().st_mode & 0o777 == 0o640
+    assert "bgemm:" in (tmp_path / "k.s").read_text()
+    assert nanotc_cli("compile", "k.ir", "-o", "/dev/null", cwd=tmp_path).returncode == 0
+    assert Path("/dev/null").is_char_device()
+
+
 def test_cc_with_options_links(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CC", "gcc -Wl,-soname,libnamed_by_cc.so")  # the option must reach gcc
     result = _compile_shared(tmp_path)
