@@ -167,3 +167,19 @@ def test_recipes_name_the_tensor_they_cannot_share() -> None:
         gemm(1.0, torch.ones(48, requires_grad=True), b, 0.0, c, 3)
     with pytest.raises(ValueError, match=r"^B: a tensor on device meta"):
         gemm(1.0, b, torch.ones(48, device="meta"), 0.0, c, 3)
+
+
+def test_a_launch_disabled_for_torch_compile_runs_between_its_graphs() -> None:
+    """As docs/calling-convention.md says: `torch.compiler.disable(kernel)` in the compiled
+    function (TorchDynamo cannot trace the launch itself: its tensors are fake)."""
+    launch = torch.compiler.disable(nanotc.compile(COPY.format(t="f32"))["copy"])
+
+    def double_then_copy(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        out = torch.empty_like(y)
+        launch(y, out, group_size=y.numel())
+        return out + 1
+
+    compiled = torch.compile(double_then_copy, backend="eager")
+    x = torch.arange(6, dtype=torch.float32)
+    assert compiled(x).tolist() == (x * 2 + 1).tolist()
