@@ -197,13 +197,20 @@ def test_unwritable_directory_warns_once_and_still_compiles(tmp_path, monkeypatc
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("NANOTC_CACHE_DIR", str(blocker / "cache"))
+    one_warning_over_two_compiles(1, "not writable")
+
+
+def one_warning_over_two_compiles(first: int, about: str) -> warnings.WarningMessage:
+    """Compiles of kernels `first` and `first + 1`, which run; their one warning `about`
+    something, which names the user's call, not a line inside nanotc."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        first = nanotc.compile(variant(1))
-        nanotc.compile(variant(2))
-    assert run_scale(first, "scale1") == [0, 3, 6, 9]
-    (warning,) = [w for w in caught if "not writable" in str(w.message)]
-    assert warning.filename == __file__  # the user's call, not a line inside nanotc
+        compiled = nanotc.compile(variant(first))
+        nanotc.compile(variant(first + 1))
+    assert run_scale(compiled, f"scale{first}") == [0, 3, 6, 9]
+    (warning,) = [w for w in caught if about in str(w.message)]
+    assert warning.filename == __file__
+    return warning
 
 
 def test_special_files_where_entries_belong_are_misses(cache_dir: Path) -> None:
@@ -231,14 +238,8 @@ def test_no_home_directory_keeps_code_in_memory_with_one_warning(monkeypatch) ->
     monkeypatch.setenv("NANOTC_CACHE_DIR", "~no_such_user_of_nanotc/cache")
     monkeypatch.delenv("NANOTC_CACHE", raising=False)
     monkeypatch.setattr(kernel_cache, "_warned_no_directory", [])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        first = nanotc.compile(variant(3))
-        nanotc.compile(variant(4))
-    assert run_scale(first, "scale3") == [0, 3, 6, 9]
-    (warning,) = [w for w in caught if "no kernel cache directory" in str(w.message)]
+    warning = one_warning_over_two_compiles(3, "no kernel cache directory")
     assert "no home directory to find it in (set NANOTC_CACHE_DIR" in str(warning.message)
-    assert warning.filename == __file__
     result = subprocess.run([sys.executable, "-m", "nanotc", "cache"], capture_output=True,
                             text=True, timeout=120, env=os.environ.copy())  # fmt: skip
     assert result.returncode == 1
