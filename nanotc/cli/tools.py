@@ -21,6 +21,7 @@ from nanotc.check import load
 from nanotc.cli.compile import UsageError, read_source
 from nanotc.cli.options import kernel_name, non_negative, positive, seconds
 from nanotc.cli.run import make_arguments, parse_sizes
+from nanotc.lowering.choices import GemmChoice
 from nanotc.runtime import cache as kernel_cache
 from nanotc.tuning import database
 from nanotc.tuning.tuner import tune
@@ -157,11 +158,23 @@ def cmd_cache(args: argparse.Namespace) -> int:
         print(f"directory: {info.directory}")
         print(f"state: {_state(mode, info.directory)}")
         print(f"entries: {info.entries} ({info.bytes / 2**20:.1f} MiB)")
-        tuned = database.entries(targets.host())
-        print(f"tuned gemm signatures for this host: {len(tuned)}")
+        records = database.entries(targets.host())
+        tuned = {key: r for key, r in records.items() if _usable(r)}
+        ignored = len(records) - len(tuned)
+        ignoring = f" ({ignored} malformed records, which compiles ignore)" if ignored else ""
+        print(f"tuned gemm signatures for this host: {len(tuned)}{ignoring}")
         for key, record in sorted(tuned.items()):
             print(f"  {key}: {record.get('tile')} {record.get('blocking') or ''}".rstrip())
     return 0
+
+
+def _usable(record: dict[str, object]) -> bool:
+    """Whether compiles take a tuning record (`database.options_for` skips the others)."""
+    try:
+        GemmChoice.from_json(record)
+    except ValueError:
+        return False
+    return True
 
 
 def _state(mode: str, directory: Path) -> str:

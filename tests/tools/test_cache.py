@@ -329,6 +329,23 @@ def test_cache_command_reports_and_clears(cache_dir: Path) -> None:
     assert entries(cache_dir) == []
 
 
+def test_cache_command_lists_the_tuning_records_compiles_take(cache_dir: Path) -> None:
+    from nanotc.tuning import database
+
+    host = get(None)
+    records = {"good": {"tile": [2, 8]}, "bool": {"tile": [True, 8]}, "long": {"tile": [2, 8, 3]}}
+    database.record(host, records)
+    result = subprocess.run([sys.executable, "-m", "nanotc", "cache"], capture_output=True,
+                            text=True, timeout=120, env=os.environ.copy())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "tuned gemm signatures for this host: 1 (2 malformed records, which compiles ignore)"
+        in lines
+    )
+    assert "  good: [2, 8]" in lines and not any("bool" in x or "long" in x for x in lines)
+
+
 def test_cache_clear_names_a_tuning_database_it_cannot_replace(cache_dir: Path) -> None:
     (cache_dir / "tuning.json").mkdir(parents=True)
     result = subprocess.run(
