@@ -13,9 +13,10 @@ Work-groups split into several chunks run on the process's thread pool where no 
 has it (`pool.PUBLISHED`).
 
 The native code reads Python objects at fixed offsets (CPython with the GIL, numpy's array
-struct and scalars). They are checked on probe objects once per process: where one differs (another
-interpreter, a free-threaded build, a numpy of another layout) there is no native path and
-every launch takes the Python one.
+struct and scalars). They are checked on probe objects once per process: where one differs
+(another interpreter, a free-threaded build, a numpy of another layout) there is no native
+path and every launch takes the Python one; where a numpy scalar type's differs, its scalars
+take the Python path.
 """
 
 from __future__ import annotations
