@@ -11,7 +11,10 @@ AVX-512 needs no AVX-512); results only where the host runs that target's code."
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
 from dataclasses import replace
 
 import ml_dtypes
@@ -234,6 +237,40 @@ def test_run_time_sizes_of_a_transposed_a_match_numpy(ty: str, ta: str, tb: str,
         want = expected(a, b, c, ta, tb, 0.5, -1.0)
         compilation["k"](0.5, a, b, -1.0, c, group_size=1)
         check(c, want, ty, k)
+
+
+NARROW_PANELS = r"""
+import sys
+import numpy as np
+import nanotc
+for ty, dt in (("f32", np.float32), ("f64", np.float64)):
+    for m, n, k in ((1, 1, 20000), (1, 2, 20007), (2, 1, 9000), (3, 2, 6001), (5, 1, 4000),
+                    (7, 3, 3000), (1, 1, 41), (3, 1, 35)):
+        t = lambda s: f"memref<{ty}x{s}>"
+        a_t, b_t, c_t = t(f"{k}x{m}"), t(f"{k}x{n}"), t(f"{m}x{n}")
+        text = (f"func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{\n"
+                f"  gemm.t.n 1.0, %A, %B, 0.0, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}\n}}")
+        compilation = nanotc.compile(text, cache=False)
+        assert "tile.pack.t %A" in compilation.tiled(), (ty, m, n, k)
+        rng = np.random.default_rng(m * n + k)
+        a, b = (np.asfortranarray(rng.uniform(-1, 1, s).astype(dt)) for s in ((k, m), (k, n)))
+        c = np.zeros((m, n), dt, order="F")
+        compilation["k"](a, b, c, group_size=1)
+        want = a.T.astype(np.float64) @ b
+        assert np.allclose(c, want, rtol=0, atol=1e-3 * np.sqrt(k)), (ty, m, n, k)
+print("ok")
+"""
+
+
+def test_a_transposed_a_of_few_rows_is_packed_within_its_scratch() -> None:
+    """A^T packed into panels narrower than half a vector (M = 1..7): a 1-row panel's
+    transposed segments once reached 15 elements past the scratch, which glibc caught in heap
+    scratch (K of 20000) as a double free, and which overwrote the stack below 64 KiB. In a
+    child process with glibc's heap checks, so a regression fails rather than crashes."""
+    env = os.environ | {"MALLOC_CHECK_": "3", "MALLOC_PERTURB_": "165"}
+    child = subprocess.run([sys.executable, "-c", NARROW_PANELS], capture_output=True, text=True,
+                           timeout=600, env=env)  # fmt: skip
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr[-2000:]
 
 
 @pytest.mark.parametrize("target", runnable(*LARGE_L2))

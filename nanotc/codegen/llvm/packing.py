@@ -313,8 +313,10 @@ class _PackedBlock:
             vec.store(b, segment, element_ptr(b, column, self.dst_t, group), None, self.dst_t.size)
 
     def _store_segments(self, first_row: ir.Value, k: ir.Value, lanes: int) -> None:
-        """The panel's rows at K steps k..k+lanes-1, transposed, stored in address order; the
-        last segment masked to the panel's rows."""
+        """The panel's rows at K steps k..k+lanes-1, transposed, stored in address order;
+        masked to the panel's rows where a whole vector would reach past the chunk's columns
+        (the last segment, and those of a panel narrower than half a vector: a 1-row panel's
+        16th-last segment reached 15 elements past the packed buffer)."""
         b = self.b
         groups = range(0, self.panel, lanes)
         transposed = [self._transposed_group(first_row, group, k, lanes) for group in groups]
@@ -322,8 +324,8 @@ class _PackedBlock:
             column = self.target_column(first_row, b.add(k, const(kk)))
             for group, outs in zip(groups, transposed):
                 width = min(lanes, self.panel - group)
-                last = kk == lanes - 1 and group == groups[-1]
-                mask = vec.static_mask(lanes, width) if last else None
+                within = kk * self.panel + group + lanes <= lanes * self.panel
+                mask = None if within else vec.static_mask(lanes, width)
                 dst = element_ptr(b, column, self.dst_t, group)
                 vec.store(b, outs[kk], dst, mask, self.dst_t.size)
 
