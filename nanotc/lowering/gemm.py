@@ -20,7 +20,14 @@ from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import block_extent, needs_blocking, tile_gemm_blocked
 from nanotc.lowering.gemm_in_place import in_place_path, tile_gemm_in_place
-from nanotc.lowering.gemm_tiles import Index, gemm_extents, supported, tile_gemm
+from nanotc.lowering.gemm_tiles import (
+    Index,
+    gemm_extents,
+    rows_as_dots,
+    supported,
+    tile_gemm,
+    tile_row_dots,
+)
 from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.targets import Target
 
@@ -54,6 +61,8 @@ def lower_gemm(
         return _through_f32_scratch(g, target, options)
     if not supported(g):
         return [g]
+    if rows_as_dots(g):  # every B column read once: no blocking pays
+        return tile_row_dots(g, target)
     b = Builder(Region())
     blocked = needs_blocking(b, g, target)
     if isinstance(blocked, bool):

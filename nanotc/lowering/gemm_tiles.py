@@ -58,6 +58,7 @@ from nanotc.targets import Target
 NANOKERNEL_TYPES = (ScalarType.F32, ScalarType.F64)
 DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
 DOT_DEPTH = 64  # the least K for them
+DOT_PACK_COLUMNS = 32  # the least N for which C's rows gathered from A's columns are dots
 MIN_PEELED_LOOP = 3  # full column blocks from which the first leaves their loop
 MIN_LINED_UP_VECTORS = 32  # vectors of C's rows from which its tiles start on A's lines
 MIN_LINED_UP_DEPTH = 64  # and the least K for it
@@ -326,15 +327,61 @@ def dot_rows(g: Gemm, target: Target) -> int:
     when they are at most DOT_ROWS, for one floating-point type throughout, K at least
     DOT_DEPTH (the sums across lanes at the end then cost little) and op(B)'s columns
     contiguous along K."""
+    if not _takes_row_dots(g):
+        return 0
+    m = g.c.type.shape[0]
+    rows = m % target.lanes(g.c.type.element)
+    return rows if rows <= DOT_ROWS and rows < m else 0
+
+
+def rows_as_dots(g: Gemm) -> bool:
+    """Whether every row of C is a dot product (`tile_row_dots`): a static M of at most
+    DOT_ROWS, on `dot_rows`'s terms, where a register tile's vectors would hold M useful
+    lanes and read B by one broadcast per column and k step (f32, one thread: batched
+    1 x 64 x 64 members 8x faster, 1 x 256 x 256 4x; .t.n 1 x 1 x 5000 5x, 1 x 64 x 4096
+    3x). Rows of A lying lda apart (.n, M above 1) are gathered by the pack, which pays over
+    DOT_PACK_COLUMNS columns or more (f32 .n.n 4 x 64 x 1024 2.4x, 2 x 16 x 64 1.06x; 4 x 4 x
+    5000 0.63x, where the tiles read A's short columns as they lie)."""
+    if not _takes_row_dots(g):
+        return False
+    m, n = g.c.type.shape
+    gathered = g.trans_a is Transpose.N and m > 1
+    return m <= DOT_ROWS and (not gathered or n >= DOT_PACK_COLUMNS)
+
+
+def _takes_row_dots(g: Gemm) -> bool:
     m, n, k = gemm_extents(g)
-    element = g.c.type.element
     if m is None or n is None or k is None or k < DOT_DEPTH or g.atomic:
-        return 0
-    if not (g.a.type.element is g.b.type.element is element):
-        return 0
-    along_k = g.b.type.stride[0 if g.trans_b is Transpose.N else 1]
-    rows = m % target.lanes(element)
-    return rows if along_k == 1 and rows <= DOT_ROWS and rows < m else 0
+        return False
+    if not (g.a.type.element is g.b.type.element is g.c.type.element):
+        return False
+    return g.b.type.stride[0 if g.trans_b is Transpose.N else 1] == 1
+
+
+def dot_columns(target: Target, rows: int) -> int:
+    """The columns of one `tile.row_dots` pass over K: as many accumulators (one per row and
+    column) as the vector registers hold beside op(A)'s rows, a vector of B and one spare."""
+    return max(1, (target.vector_registers - rows - 2) // rows)
+
+
+def tile_row_dots(g: Gemm, target: Target) -> list[Instruction]:
+    """All of C as dot products along K (`rows_as_dots`): op(A)'s rows packed whole, then a
+    loop over blocks of `dot_columns` columns of C."""
+    m, n, k = gemm_extents(g)
+    assert m is not None and n is not None and k is not None
+    b = Builder(Region())
+    rows = b.alloca(MemRefType.packed(g.c.type.element, [m * k]))
+    hook = row_dots_after(b, g, (g.a, g.b, g.c, rows), (0, 0, k), g.beta)
+    width = dot_columns(target, m)
+    whole = n - n % width
+    if whole > width:
+        with b.for_(0, whole, width) as (body, col):
+            hook(body, col, width)
+    elif whole:
+        hook(b, 0, width)
+    if whole < n:
+        hook(b, whole, n - whole)
+    return b.region.instructions
 
 
 def _tiles_and_row_dots(

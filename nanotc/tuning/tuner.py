@@ -75,6 +75,7 @@ from nanotc.lowering.gemm_tiles import (
     gemm_extents,
     member_tile_model,
     resident_pairs_tile,
+    rows_as_dots,
     supported,
     tile_reserved,
 )
@@ -328,6 +329,8 @@ def _paths(g: Gemm, target: Target, launch: _Launch) -> list[str]:
     """The paths lowering may take for `g`; where the choice is made at run time, the one
     this launch takes (both when its extents are not the arguments' own: then the blocked
     one only where the arrays exceed half of L2)."""
+    if rows_as_dots(g):  # no register tiles: nothing to choose
+        return []
     blocked = needs_blocking(Builder(Region()), g, target)
     if isinstance(blocked, bool):
         if not blocked:

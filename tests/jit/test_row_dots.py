@@ -17,6 +17,7 @@ import pytest
 
 from nanotc.codegen import asm
 from nanotc.ir.types import ScalarType
+from nanotc.lowering.gemm_tiles import dot_columns
 from nanotc.targets import Target, get
 
 from .helpers import ZEN4, compiled, needs_host
@@ -186,3 +187,96 @@ def test_k_blocks_path_results(target: str | Target, m: int, k: int, rng) -> Non
     blocks' lengths known at run time and not always whole vectors."""
     for alpha, beta in [(1.0, 0.0), (-1.5, 0.5)]:
         run("f32", m, 256, k, alpha, beta, rng, target)
+
+
+def transposed_gemm_text(ty: str, ta: str, m: int, n: int, k: int) -> str:
+    a = f"memref<{ty}x{k}x{m}>" if ta == "t" else f"memref<{ty}x{m}x{k}>"
+    b, c = f"memref<{ty}x{k}x{n}>", f"memref<{ty}x{m}x{n}>"
+    return f"""func @k(%alpha: {ty}, %A: {a}, %B: {b}, %beta: {ty}, %C: {c}) {{
+  gemm.{ta}.n %alpha, %A, %B, %beta, %C : {ty}, {a}, {b}, {ty}, {c}
+}}"""
+
+
+WHOLE_DOTS = [
+    ("f32", "t", 1, 1, 5000),
+    ("f32", "t", 4, 4, 5000),
+    ("f32", "n", 1, 4, 5000),
+    ("f32", "t", 3, 100, 97),
+    ("f32", "n", 2, 64, 1030),
+    ("f64", "t", 2, 33, 64),
+    ("f64", "n", 4, 40, 300),
+    ("f64", "n", 1, 7, 20001),
+]
+
+
+@pytest.mark.parametrize(("ty", "ta", "m", "n", "k"), WHOLE_DOTS)
+def test_c_of_one_to_four_rows_is_all_dot_products(ty: str, ta: str, m: int, n: int, k: int,
+                                                   rng) -> None:  # fmt: skip
+    """No register tile, whose vectors would hold M useful lanes: op(A)'s rows packed once,
+    then dot products over blocks of columns (a loop where there are several), with a
+    column remainder."""
+    compilation = compiled(transposed_gemm_text(ty, ta, m, n, k))
+    tiled = compilation.tiled()
+    assert "tile.gemm" not in tiled and dot_rows(tiled) == {m}
+    width = dot_columns(get(None), m)
+    assert ("for " in tiled) == (n - n % width > width)
+    dt = DTYPES[ty]
+    a = np.asfortranarray(rng.uniform(-1, 1, (k, m) if ta == "t" else (m, k)).astype(dt))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(dt))
+    for alpha, beta in ((1.0, 0.0), (-0.5, 2.0)):
+        c = np.asfortranarray(rng.uniform(-1, 1, (m, n)).astype(dt))
+        want = alpha * ((a.T if ta == "t" else a).astype(np.float64) @ b) + beta * c
+        if beta == 0:
+            c[...] = np.nan
+        compilation["k"](dt(alpha), a, b, dt(beta), c, group_size=1)
+        check(c, want, ty, k)
+
+
+@pytest.mark.parametrize(
+    ("ta", "shape", "why"),
+    [
+        ("n", (4, 4, 5000), "4 rows lda apart over 4 columns: the tiles read A where it lies"),
+        ("n", (2, 31, 100), "the pack gathering 2 rows pays from 32 columns"),
+        ("t", (5, 64, 100), "5 rows: past DOT_ROWS"),
+        ("t", (4, 64, 63), "K below 64"),
+    ],
+)
+def test_where_few_rows_keep_register_tiles(ta: str, shape: tuple[int, int, int],
+                                            why: str) -> None:  # fmt: skip
+    tiled = compiled(transposed_gemm_text("f32", ta, *shape)).tiled()
+    assert "tile.gemm" in tiled and not dot_rows(tiled), why
+
+
+def test_members_of_one_row_are_dot_products(rng) -> None:
+    """A batch of row vectors times matrices (c_g = a_g B_g), each member by dot products."""
+    text = """func @b(%A: memref<f32x1x64x?>, %B: memref<f32x64x64x?>, %C: memref<f32x1x64x?>) {
+    %g = group_id
+    %a = subview %A[:, :, %g] : memref<f32x1x64x?>
+    %b = subview %B[:, :, %g] : memref<f32x64x64x?>
+    %c = subview %C[:, :, %g] : memref<f32x1x64x?>
+    gemm.n.n 1.0, %a, %b, 0.0, %c : f32, memref<f32x1x64>, memref<f32x64x64>, f32, memref<f32x1x64>
+}"""
+    compilation = compiled(text)
+    assert "tile.gemm" not in compilation.tiled() and "tile.row_dots" in compilation.tiled()
+    a, b = (
+        np.asfortranarray(rng.uniform(-1, 1, s).astype(np.float32))
+        for s in ((1, 64, 9), (64, 64, 9))
+    )
+    c = np.full((1, 64, 9), np.nan, np.float32, order="F")
+    compilation["b"](a, b, c, group_size=9)
+    want = np.einsum("mkg,kng->mng", a.astype(np.float64), b.astype(np.float64))
+    check(c, want, "f32", 64)
+
+
+@pytest.mark.parametrize(("ta", "m", "n", "k"), [("t", 1, 64, 4096), ("n", 2, 64, 1024),
+                                                 ("t", 4, 40, 999)])  # fmt: skip
+def test_whole_dot_loops_are_full_width_fmas_without_spills(ta: str, m: int, n: int,
+                                                            k: int) -> None:  # fmt: skip
+    """Each K loop: one zmm FMA per row and column of its block, nothing through the stack."""
+    code = compiled(transposed_gemm_text("f32", ta, m, n, k), "avx512").assembly()
+    loops = asm.hot_loops(code, "k", "vfmadd")
+    width = dot_columns(get("avx512"), m)
+    assert {loop.count("vfmadd") for loop in loops} == {m * width, m * (n % width)}
+    for loop in loops:
+        fmas = [i for i in loop.instructions if i.startswith("vfmadd")]
+        assert all("%zmm" in i for i in fmas) and loop.stack_accesses() == []

@@ -33,15 +33,14 @@ from nanotc.codegen.llvm.types import I32, I64, PTR, Dim, MemrefValue, const, re
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileRowDots
 from nanotc.ir.values import is_literal
+from nanotc.lowering.gemm_tiles import dot_columns
 
 
 @emits(TileRowDots)
 def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
     b_view: MemrefValue = e.value(inst.b)
     depth = b_view.shape[0 if inst.trans_b is Transpose.N else 1]
-    # the accumulators of as many columns as the registers hold beside op(A)'s rows, a vector
-    # of B and one spare
-    width = max(1, (e.state.target.vector_registers - inst.rows - 2) // inst.rows)
+    width = dot_columns(e.state.target, inst.rows)
     for first in range(0, inst.cols, width):
         columns = range(first, min(first + width, inst.cols))
         sums = _spilled(e, _dot_products(e, inst, depth, columns))
