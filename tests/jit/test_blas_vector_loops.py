@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nanotc
+from nanotc.codegen import asm
 from nanotc.codegen.llvm.blas import SCALAR_CHAINS
 from nanotc.codegen.llvm.blas_vector import (
     CHAINS,
@@ -104,6 +105,47 @@ def test_gemv_n_at_every_boundary(ty: str, target: str, rng) -> None:
                     bound = 2.0 * np.abs(a) @ np.abs(x) + abs(beta * before)
                     kernel(a, x, y, dtype(beta), group_size=1)
                     assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, n)), (m, n)
+
+
+def _stores(loop: asm.Loop) -> list[str]:
+    """The loop's moves to memory (AT&T: the destination, a memory operand, comes last)."""
+    moves = [i for i in loop.instructions if i.split()[0].startswith(("mov", "vmov"))]
+    return [i for i in moves if i.split("{")[0].rstrip().endswith(")")]
+
+
+@pytest.mark.parametrize("ty", DTYPES)
+@pytest.mark.parametrize("op", ["gemv.n", "sum.n"])
+def test_c_of_one_vector_of_rows_sums_the_columns_in_registers(op: str, ty: str, rng) -> None:
+    """Static rows of at most one vector: the columns' sum in GEMV_N_COLUMNS accumulators,
+    c read and written once after the column loop (which stores nothing). (Run-time row
+    counts: `test_gemv_n_at_every_boundary`.)"""
+    lanes = get("host").lanes(ScalarType(ty))
+    dtype = DTYPES[ty]
+    for m, n in ((1, 2000), (3, 37), (lanes, 2 * GEMV_N_COLUMNS + 5), (lanes - 1, 1)):
+        a_t, v_t, x_t = f"memref<{ty}x{m}x{n}>", f"memref<{ty}x{m}>", f"memref<{ty}x{n}>"
+        if op == "gemv.n":
+            params, body = (
+                f"%a: {a_t}, %x: {x_t}, %y: {v_t}",
+                f"gemv.n 2.0, %a, %x, 0.5, %y : {ty}, {a_t}, {x_t}, {ty}, {v_t}",
+            )
+        else:
+            params, body = (
+                f"%a: {a_t}, %y: {v_t}",
+                f"sum.n 2.0, %a, 0.5, %y : {ty}, {a_t}, {ty}, {v_t}",
+            )
+        compilation = compiled(f"func @g({params}) {{\n  {body}\n}}", "host")
+        if op == "gemv.n" and n > 2 * GEMV_N_COLUMNS:  # a column loop, innermost
+            loops = asm.hot_loops(compilation.assembly(), "g", "vfmadd")
+            inner = [x for x in loops if not any(x.contains(y) for y in loops)]
+            assert inner and not any(_stores(loop) for loop in inner), m
+        a = np.asfortranarray(rng.uniform(-1, 1, (m, n)).astype(dtype))
+        x = rng.uniform(-1, 1, n).astype(dtype)
+        y = rng.uniform(-1, 1, m).astype(dtype)
+        product = a.astype(np.float64) @ (x if op == "gemv.n" else np.ones(n))
+        expected = 2.0 * product + 0.5 * y
+        compilation["g"](*((a, x, y) if op == "gemv.n" else (a, y)), group_size=1)
+        bound = 2.0 * np.abs(a) @ (np.abs(x) if op == "gemv.n" else np.ones(n)) + abs(0.5 * y)
+        assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, n)), (m, n)
 
 
 @pytest.mark.parametrize("target", TARGETS)
