@@ -148,6 +148,24 @@ def test_c_of_one_vector_of_rows_sums_the_columns_in_registers(op: str, ty: str,
         assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, n)), (m, n)
 
 
+@pytest.mark.parametrize("ty", DTYPES)
+def test_ger_on_c_of_one_vector_of_rows(ty: str, rng) -> None:
+    """Static rows of at most one vector: x loaded once, one masked update per column (run-time
+    counts, and rows past C's left untouched: `test_ger_at_every_boundary`)."""
+    lanes = get("host").lanes(ScalarType(ty))
+    dtype = DTYPES[ty]
+    for m, n in ((1, 2000), (3, 37), (lanes, 9)):
+        v, x_t, c_t = f"memref<{ty}x{n}>", f"memref<{ty}x{m}>", f"memref<{ty}x{m}x{n}>"
+        text = f"func @g(%x: {x_t}, %y: {v}, %c: {c_t}) {{\n  ger 2.0, %x, %y, 0.5, %c : {ty}, {x_t}, {v}, {ty}, {c_t}\n}}"
+        compilation = compiled(text, "host")
+        x, y = rng.uniform(-1, 1, m).astype(dtype), rng.uniform(-1, 1, n).astype(dtype)
+        c = np.asfortranarray(rng.uniform(-1, 1, (m, n)).astype(dtype))
+        expected = 2.0 * np.outer(x, y) + 0.5 * c.astype(np.float64)
+        compilation["g"](x, y, c, group_size=1)
+        bound = 2.0 * np.abs(np.outer(x, y)) + abs(0.5 * c)
+        assert np.all(np.abs(c - expected) <= _tolerance(dtype, bound, 1)), (m, n)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("alpha", [np.nan, np.inf])
 def test_gemv_n_without_columns_still_multiplies_by_alpha(alpha: float, target: str) -> None:

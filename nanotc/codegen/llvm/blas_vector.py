@@ -665,6 +665,23 @@ def ger(
     in its own order, read and written once, while x stays in L1 or L2 (the order of BLAS
     ger kernels)."""
     v, b = VectorLoops(e, u.compute), e.b
+    one_vector = compare_extent(b, "<=", out.shape[0], v.lanes)
+    if one_vector is True:
+        _ger_one_vector(e, v, x, y, out, u)
+    elif one_vector is False:
+        _ger_columns(e, v, x, y, out, u)
+    else:
+        with b.if_else(one_vector) as (few, many):
+            with few:
+                _ger_one_vector(e, v, x, y, out, u)
+            with many:
+                _ger_columns(e, v, x, y, out, u)
+
+
+def _ger_columns(e: FunctionEmitter, v: VectorLoops, x: MemrefValue, y: MemrefValue,
+                 out: MemrefValue, u: OutputUpdate) -> None:  # fmt: skip
+    """Each column of C in vectors led to its boundary (`VectorLoops.each`)."""
+    b = e.b
     # x is read from L1 or L2 once per column: C's bytes are what the loops move
     streaming = v.streaming(u, out, mul(b, out.shape[0], out.shape[1]), [out])
     with for_range(b, 0, out.shape[1], name="j") as j:
@@ -675,6 +692,19 @@ def ger(
             v.write(u, column, i, b.fmul(v.load(x, i, mask), v.splat(scale)), mask)
 
         v.each(out.shape[0], rows, v.lead(out.shape[0], column), streaming)
+
+
+def _ger_one_vector(e: FunctionEmitter, v: VectorLoops, x: MemrefValue, y: MemrefValue,
+                    out: MemrefValue, u: OutputUpdate) -> None:  # fmt: skip
+    """C's rows in one vector (masked): x loaded once, one masked update per column. Each
+    column led to its boundary cost f32 1 x 20000 21-32x torch's addr_."""
+    b, rows = e.b, out.shape[0]
+    mask = (vec.static_mask(v.lanes, rows) if isinstance(rows, int)
+            else vec.dynamic_mask(b, v.lanes, 0, as_value(b, rows)))  # fmt: skip
+    x_vector = v.load(x, const(0), mask)
+    with for_range(b, 0, out.shape[1], name="j") as j:
+        scale = v.splat(read(b, y, [j], u.compute))
+        v.write(u, _column(e, out, j), const(0), b.fmul(x_vector, scale), mask)
 
 
 def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: MemrefValue,
