@@ -7,6 +7,7 @@ inside the benchmark before it is timed, so a wrong kernel fails these tests.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from dataclasses import replace
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from bench import (
+    few_rows,
     harness,
     in_cache,
     launch,
@@ -32,6 +34,8 @@ from nanotc import targets
 from nanotc.codegen import asm
 from nanotc.runtime import jit
 from nanotc.runtime.aligned import LINE_BYTES
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 QUICK = replace(Settings(quick=True).quick_defaults(), repeats=1, budget=0.05)
 
@@ -498,3 +502,19 @@ def test_launch_refuses_a_wrong_axpby(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda source: compile_(source.replace("1.0, %y", "0.0, %y")))  # fmt: skip
     with pytest.raises(harness.ValidationError, match="bf16 axpby, a Python float: wrong result"):
         launch.scalar_launches("bf16")
+
+
+def test_few_rows_times_every_case_after_checking_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert few_rows.main(["--calls", "1", "--runs", "1"]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if re.match(r"\| \d* ?x? ?(gemm|gemv|ger)", line)]  # fmt: skip
+    assert len(rows) == len(few_rows.cases(np.random.default_rng(0), with_torch=HAVE_TORCH))
+    assert all(float(row[2]) > 0 and float(row[4]) > 0 for row in rows)
+
+
+def test_few_rows_refuses_a_wrong_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    compile_ = few_rows.kernels.compiled
+    monkeypatch.setattr(few_rows.kernels, "compiled",
+                        lambda source: compile_(source.replace("gemm.t.n 1.0", "gemm.t.n 2.0")))  # fmt: skip
+    with pytest.raises(harness.ValidationError, match=r"gemm.t.n 1x1x5000: wrong result"):
+        few_rows.cases(np.random.default_rng(0), with_torch=False)

@@ -615,9 +615,7 @@ def _in_registers(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: Memre
     a c of few rows cost a load, a store and their masks per GEMV_N_COLUMNS columns: f32
     1 x 20000 ran 15-29x slower than numpy."""
     b, columns = e.b, a.shape[1]
-    rows = out.shape[0]
-    mask = (vec.static_mask(v.lanes, rows) if isinstance(rows, int)
-            else vec.dynamic_mask(b, v.lanes, 0, as_value(b, rows)))  # fmt: skip
+    mask = _rows_mask(v, out.shape[0])
 
     def step(ks: list[ir.Value], acc: list[ir.Value]) -> list[ir.Value]:
         out_acc = list(acc)
@@ -698,9 +696,7 @@ def _ger_one_vector(e: FunctionEmitter, v: VectorLoops, x: MemrefValue, y: Memre
                     out: MemrefValue, u: OutputUpdate) -> None:  # fmt: skip
     """C's rows in one vector (masked): x loaded once, one masked update per column. Each
     column led to its boundary cost f32 1 x 20000 21-32x torch's addr_."""
-    b, rows = e.b, out.shape[0]
-    mask = (vec.static_mask(v.lanes, rows) if isinstance(rows, int)
-            else vec.dynamic_mask(b, v.lanes, 0, as_value(b, rows)))  # fmt: skip
+    b, mask = e.b, _rows_mask(v, out.shape[0])
     x_vector = v.load(x, const(0), mask)
     with for_range(b, 0, out.shape[1], name="j") as j:
         scale = v.splat(read(b, y, [j], u.compute))
@@ -721,6 +717,13 @@ def _axpy_columns(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: Memre
         v.store(out, i, acc, mask)
 
     v.each(out.shape[0], rows, v.lead(out.shape[0], columns[0]))
+
+
+def _rows_mask(v: VectorLoops, rows: Dim) -> ir.Value | None:
+    """The lanes of one vector that hold `rows` rows (None: all of them)."""
+    if isinstance(rows, int):
+        return vec.static_mask(v.lanes, rows)
+    return vec.dynamic_mask(v.b, v.lanes, 0, as_value(v.b, rows))
 
 
 def _column(e: FunctionEmitter, m: MemrefValue, j: ir.Value) -> MemrefValue:
