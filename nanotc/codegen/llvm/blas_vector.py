@@ -582,18 +582,24 @@ def _column_passes(e: FunctionEmitter, a: MemrefValue, out: MemrefValue, u: Outp
     elif not u.beta_is_one:
         beta = vec.splat(b, u.beta, v.lanes)
         v.each(rows, lambda i, mask: v.store(out, i, b.fmul(v.load(out, i, mask), beta), mask))
-    one_vector = compare_extent(b, "<=", rows, v.lanes)
-    if one_vector is True:
-        _in_registers(e, v, a, out, scale)
-    elif one_vector is False:
-        _passes(e, v, a, out, scale)
-    else:
-        with b.if_else(one_vector) as (few, many):
-            with few:
-                _in_registers(e, v, a, out, scale)
-            with many:
-                _passes(e, v, a, out, scale)
+    _by_rows(v, rows, lambda: _in_registers(e, v, a, out, scale),
+             lambda: _passes(e, v, a, out, scale))  # fmt: skip
     _without_columns(e, v, out, u, columns)
+
+
+def _by_rows(v: VectorLoops, rows: Dim, one_vector: Callable[[], None],
+             more: Callable[[], None]) -> None:  # fmt: skip
+    """`one_vector()` where `rows` fit one vector, else `more()`: known when compiled, or
+    tested once at run time."""
+    fits = compare_extent(v.b, "<=", rows, v.lanes)
+    if isinstance(fits, bool):
+        (one_vector if fits else more)()
+        return
+    with v.b.if_else(fits) as (few, many):
+        with few:
+            one_vector()
+        with many:
+            more()
 
 
 def _passes(e: FunctionEmitter, v: VectorLoops, a: MemrefValue, out: MemrefValue,
@@ -662,18 +668,9 @@ def ger(
     """C := alpha x y^T + beta C as one pass down each column of C, so C streams from memory
     in its own order, read and written once, while x stays in L1 or L2 (the order of BLAS
     ger kernels)."""
-    v, b = VectorLoops(e, u.compute), e.b
-    one_vector = compare_extent(b, "<=", out.shape[0], v.lanes)
-    if one_vector is True:
-        _ger_one_vector(e, v, x, y, out, u)
-    elif one_vector is False:
-        _ger_columns(e, v, x, y, out, u)
-    else:
-        with b.if_else(one_vector) as (few, many):
-            with few:
-                _ger_one_vector(e, v, x, y, out, u)
-            with many:
-                _ger_columns(e, v, x, y, out, u)
+    v = VectorLoops(e, u.compute)
+    _by_rows(v, out.shape[0], lambda: _ger_one_vector(e, v, x, y, out, u),
+             lambda: _ger_columns(e, v, x, y, out, u))  # fmt: skip
 
 
 def _ger_columns(e: FunctionEmitter, v: VectorLoops, x: MemrefValue, y: MemrefValue,
