@@ -4,7 +4,8 @@
 
 A C of one to four rows leaves a register tile's vectors mostly empty, and a gemv.n or ger
 whose c has fewer rows than a vector spends its passes on masks: the cases here are those a
-hunt for performance cliffs found far slower than numpy or torch (docs/benchmarks.md). Each
+hunt for performance cliffs found far slower than numpy or torch (docs/benchmarks.md), gemms
+of static sizes and of run-time ones. Each
 case is f32, its result checked against numpy's in float64 first; nanotc and its peer then
 run in alternating timings of `--calls` calls each, the median of `--runs` per side. The
 ratio is nanotc's time over the peer's (below 1: nanotc faster).
@@ -39,10 +40,13 @@ def _memref(*shape: int | str) -> str:
     return kernels.memref("f32", *shape)
 
 
-def _dots(ta: str, m: int, n: int, k: int, rng: np.random.Generator) -> Case:
-    """C (m x n) = op(A) B: dot products along K."""
+def _dots(ta: str, m: int, n: int, k: int, rng: np.random.Generator,
+          run_time: bool = False) -> Case:  # fmt: skip
+    """C (m x n) = op(A) B: dot products along K (`run_time`: a kernel of run-time sizes)."""
     a_shape = (k, m) if ta == "t" else (m, k)
     a_t, b_t, c_t = _memref(*a_shape), _memref(k, n), _memref(m, n)
+    if run_time:
+        a_t = b_t = c_t = _memref("?", "?")
     kernel = kernels.compiled(f"""func @g(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
     gemm.{ta}.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
 }}""")
@@ -51,8 +55,9 @@ def _dots(ta: str, m: int, n: int, k: int, rng: np.random.Generator) -> Case:
     c, out = np.zeros((m, n), np.float32, order="F"), np.zeros((m, n), np.float32, order="F")
     op_a = a.T if ta == "t" else a
     kernel(a, b, c, group_size=1, num_threads=1)
-    _check(c, op_a.astype(np.float64) @ b, k, f"gemm.{ta}.n {m}x{n}x{k}")
-    return Case(f"gemm.{ta}.n {m}x{n}x{k}", "numpy", lambda: kernel(a, b, c, group_size=1,
+    name = f"gemm.{ta}.n {m}x{n}x{k}" + (" (run-time sizes)" if run_time else "")
+    _check(c, op_a.astype(np.float64) @ b, k, name)
+    return Case(name, "numpy", lambda: kernel(a, b, c, group_size=1,
                 num_threads=1), lambda: np.matmul(op_a, b, out=out))  # fmt: skip
 
 
@@ -117,6 +122,9 @@ def _check(got: np.ndarray, want: np.ndarray, depth: int, what: str) -> None:
 def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
     out = [_dots("t", 1, 1, 5000, rng), _dots("n", 1, 1, 5000, rng), _dots("t", 4, 4, 5000, rng),
            _dots("t", 1, 64, 4096, rng), _dots("n", 2, 256, 1024, rng),
+           _dots("t", 1, 1, 20000, rng, True), _dots("t", 4, 4, 20000, rng, True),
+           _dots("n", 1, 256, 256, rng, True), _dots("n", 4, 4, 20000, rng, True),
+           _dots("t", 4, 2000, 1000, rng, True),
            _gemv_n(1, 20000, rng), _gemv_n(8, 20000, rng), _gemv_n(16, 20000, rng)]  # fmt: skip
     if with_torch:
         out += [_row_vectors(50, 64, 64, rng), _row_vectors(50, 256, 256, rng),

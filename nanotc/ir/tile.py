@@ -21,9 +21,13 @@ the same K steps ask for the same lines of the member d groups after the next on
     C[row + r, col + j] := alpha * sum over k of a[r * K + k] * op(B)[k, col + j]
                            + beta * C[row + r, col + j]      (r < rows, j < cols)
 
-from `a`, those rows of op(A) packed whole (`tile.pack` with panels of one row), and op(B)'s
-columns where they lie (K contiguous). Its vectors run along K, so a remainder of one row
-costs a sixteenth of the masked register tile it replaces.
+from `a`, those rows of op(A) packed whole (`tile.pack` with panels of one row), or read
+where they lie when they run along K: A's columns (`a` K x rows, a[k, r] for a[r * K + k])
+or one row of A as a vector; and from op(B)'s columns where they lie (K contiguous). Its
+vectors run along K, so a remainder of one row costs a sixteenth of the masked register tile
+it replaces. With `rows R valid v` (a run-time count of at most R), rows from v on read row
+v - 1 again and are not stored, and likewise `cols N valid v` for columns: one nanokernel
+covers a run-time M or N.
 
 `tile.batch_gemm` is the batch-reduce form: the same tile accumulates
 `sum over b in [start, stop) step s of op(A_b) * op(B_b)` before alpha and beta are applied
@@ -189,9 +193,11 @@ class TileRowDots(Instruction):
     col = operand(**_INDEX)
     rows = attribute(IntAttr())
     cols = attribute(IntAttr())
+    valid_rows = optional_operand(**_INDEX)  # of the rows: the others repeat the last one
+    valid_cols = optional_operand(**_INDEX)  # of the cols: likewise
     syntax = (
-        "{trans_b} $alpha , $a , $b , $beta , $c [ $row , $col ] rows {rows} cols {cols} : "
-        + _TILE_TYPES
+        "{trans_b} $alpha , $a , $b , $beta , $c [ $row , $col ] rows {rows} "
+        "( valid $valid_rows )? cols {cols} ( valid $valid_cols )? : " + _TILE_TYPES
     )
 
 

@@ -19,10 +19,12 @@ from nanotc.ir.values import Constant, Value
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import block_extent, needs_blocking, tile_gemm_blocked
+from nanotc.lowering.gemm_few_rows import few_rows_test, tile_few_rows
 from nanotc.lowering.gemm_in_place import in_place_path, tile_gemm_in_place
 from nanotc.lowering.gemm_tiles import (
     Index,
     gemm_extents,
+    restaged,
     rows_as_dots,
     supported,
     tile_gemm,
@@ -63,6 +65,20 @@ def lower_gemm(
         return [g]
     if rows_as_dots(g):  # every B column read once: no blocking pays
         return tile_row_dots(g, target)
+    b = Builder(Region())
+    few_rows = few_rows_test(b, g)
+    if isinstance(few_rows, bool):
+        return tile_few_rows(g, target) if few_rows else _tiles(g, target, options)
+    branch = b.if_(few_rows)
+    branch.then.region.instructions.extend(tile_few_rows(g, target))
+    assert branch.otherwise is not None
+    branch.otherwise.region.instructions.extend(_tiles(g, target, options))
+    return b.region.instructions
+
+
+def _tiles(g: Gemm, target: Target, options: CompileOptions) -> list[Instruction]:
+    """The register tiles' paths: direct, in place or blocked, or a run-time choice between
+    the direct and the blocked path."""
     b = Builder(Region())
     blocked = needs_blocking(b, g, target)
     if isinstance(blocked, bool):
@@ -117,7 +133,7 @@ def _through_f32_scratch(g: Gemm, target: Target, options: CompileOptions) -> li
             mb = block_extent(body, rows, i, PANEL_ROWS)
             a, b_, c = _panel_operands(body, g, (i, j), (mb, nb))
             panel = _compact(body, scratch, mb, nb)
-            gemm = _restaged(g, a=a, b=b_, beta=Constant(0.0, g.beta.type), c=panel, atomic=False)
+            gemm = restaged(g, a=a, b=b_, beta=Constant(0.0, g.beta.type), c=panel, atomic=False)
             _through_scratch(body, g, gemm, c, target, options)
     return b.region.instructions
 
@@ -130,7 +146,7 @@ def whole_scratch_gemm(b: Builder, g: Gemm) -> Gemm | None:
     if DYNAMIC in shape or math.prod(shape) * 4 > WHOLE_SCRATCH_BYTES:
         return None
     scratch = b.alloca(MemRefType.packed(ScalarType.F32, list(shape)))
-    return _restaged(g, beta=Constant(0.0, g.beta.type), c=scratch, atomic=False)
+    return restaged(g, beta=Constant(0.0, g.beta.type), c=scratch, atomic=False)
 
 
 def _panel_operands(b: Builder, g: Gemm, at: tuple[Value, Value], extents: tuple[Index, Index]
@@ -209,7 +225,7 @@ def direct_gemm(b: Builder, g: Gemm, target: Target) -> Gemm:
         scratch = b.alloca(MemRefType.packed(ScalarType.F32, list(g.b.type.shape)))
         one, zero = Constant(1.0, ScalarType.F32), Constant(0.0, ScalarType.F32)
         b.add(Axpby, trans=Transpose.N, alpha=one, a=g.b, beta=zero, b=scratch)
-        g = _restaged(g, b=scratch)
+        g = restaged(g, b=scratch)
     return _with_packed_a(b, g, target)
 
 
@@ -223,15 +239,4 @@ def _with_packed_a(b: Builder, g: Gemm, target: Target) -> Gemm:
     a = b.alloca(MemRefType.packed(element, [m, k]))
     b.add(TilePack, trans=g.trans_a, source=g.a, row=0, col=0, rows=m, cols=k, panel=m,
           target=a)  # fmt: skip
-    return _restaged(g, trans_a=Transpose.N, a=a)
-
-
-def _restaged(g: Gemm, **operands: Value | Transpose | bool) -> Gemm:
-    """A gemm like g with some of its operands (or transposes, atomicity) replaced."""
-    fields = dict(trans_a=g.trans_a, trans_b=g.trans_b, alpha=g.alpha, a=g.a, b=g.b,
-                  beta=g.beta, c=g.c, atomic=g.atomic)  # fmt: skip
-    staged = Builder(Region())
-    staged.gemm(**{**fields, **operands})  # type: ignore[arg-type]
-    (gemm,) = staged.region.instructions
-    assert isinstance(gemm, Gemm)
-    return gemm
+    return restaged(g, trans_a=Transpose.N, a=a)

@@ -184,7 +184,7 @@ def needs_blocking(
     if not masks_rows_in_registers(g, target):
         return outgrows
     rows = MASKED_ROWS_VECTORS * target.lanes(g.c.type.element)
-    return _logical(b, BinaryOp.OR, outgrows, _greater(b, m, rows - 1))
+    return logical(b, BinaryOp.OR, outgrows, greater(b, m, rows - 1))
 
 
 def _outgrows_cache(
@@ -201,19 +201,19 @@ def _outgrows_cache(
     m, n, k = extents
     l2 = target.l2_bytes // 2
     a_size, b_size = g.a.type.element.size, g.b.type.element.size
-    overflow = _greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
+    overflow = greater(b, b.index(BinaryOp.MUL, k, b.index(BinaryOp.ADD, m, n)), l2 // a_size)
     rereads = target.rereads_a_from_l2 and row_stride_is_unit(g.a.type, g.trans_a)
     if overflow is False or not rereads:
         return overflow
-    a_overflows = _greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
+    a_overflows = greater(b, b.index(BinaryOp.MUL, m, k), l2 // a_size)
     if a_overflows is True:
         return overflow
-    panel_overflows = _greater(b, k, target.l1_bytes // (B_PANEL_COLUMNS * b_size))
+    panel_overflows = greater(b, k, target.l1_bytes // (B_PANEL_COLUMNS * b_size))
     if panel_overflows is False:
-        return _logical(b, BinaryOp.AND, overflow, a_overflows)
-    many_rows = _greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
-    rereads_b = _logical(b, BinaryOp.AND, panel_overflows, many_rows)
-    return _logical(b, BinaryOp.AND, overflow, _logical(b, BinaryOp.OR, a_overflows, rereads_b))
+        return logical(b, BinaryOp.AND, overflow, a_overflows)
+    many_rows = greater(b, m, FEW_ROWS_OF_TILES * 2 * target.lanes(g.c.type.element))
+    rereads_b = logical(b, BinaryOp.AND, panel_overflows, many_rows)
+    return logical(b, BinaryOp.AND, overflow, logical(b, BinaryOp.OR, a_overflows, rereads_b))
 
 
 def masks_rows_in_registers(g: Gemm, target: Target) -> bool:
@@ -243,11 +243,11 @@ def gathers_a(g: Gemm) -> bool:
     return (m is None or k is None) and not row_stride_is_unit(g.a.type, g.trans_a)
 
 
-def _greater(b: Builder, x: Index, limit: int) -> bool | Value:
+def greater(b: Builder, x: Index, limit: int) -> bool | Value:
     return x > limit if isinstance(x, int) else b.cmp(CmpCond.GT, x, limit)
 
 
-def _logical(b: Builder, op: BinaryOp, x: bool | Value, y: bool | Value) -> bool | Value:
+def logical(b: Builder, op: BinaryOp, x: bool | Value, y: bool | Value) -> bool | Value:
     """x or y, x and y: folded where a side is known."""
     for known, other in ((x, y), (y, x)):
         if isinstance(known, bool):
@@ -517,15 +517,19 @@ def first_block_writes_c(g: Gemm) -> bool:
 
 def block_beta(b: Builder, g: Gemm, pc: Value, extent_k: Index, kc: int) -> Value:
     """beta 0 for the first K block when it writes C, 1 for the blocks adding to it."""
-    one = Constant(1, g.beta.type)
     if not first_block_writes_c(g):
-        return one
+        return Constant(1, g.beta.type)
+    return first_block_beta(b, g.beta, pc, extent_k, kc)
+
+
+def first_block_beta(b: Builder, beta: Value, pc: Value, extent_k: Index, kc: int) -> Value:
+    """`beta` for the K block at pc where it is the first (of those of length kc), 1 after."""
     if isinstance(extent_k, int) and extent_k <= kc:
-        return g.beta
-    choice = b.if_(b.cmp(CmpCond.EQ, pc, 0), returns=[g.beta.type])
-    choice.then.yield_(g.beta)
+        return beta
+    choice = b.if_(b.cmp(CmpCond.EQ, pc, 0), returns=[beta.type])
+    choice.then.yield_(beta)
     assert choice.otherwise is not None
-    choice.otherwise.yield_(one)
+    choice.otherwise.yield_(Constant(1, beta.type))
     return choice.results
 
 

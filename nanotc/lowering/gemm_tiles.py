@@ -351,9 +351,15 @@ def rows_as_dots(g: Gemm) -> bool:
 
 def _takes_row_dots(g: Gemm) -> bool:
     m, n, k = gemm_extents(g)
-    if m is None or n is None or k is None or k < DOT_DEPTH or g.atomic:
+    if m is None or n is None or k is None or k < DOT_DEPTH:
         return False
-    if not (g.a.type.element is g.b.type.element is g.c.type.element):
+    return row_dots_operands(g)
+
+
+def row_dots_operands(g: Gemm) -> bool:
+    """Whether `tile.row_dots` takes g's operands: one floating-point type throughout, op(B)'s
+    columns contiguous along K, and no atomic update of C."""
+    if g.atomic or not (g.a.type.element is g.b.type.element is g.c.type.element):
         return False
     return g.b.type.stride[0 if g.trans_b is Transpose.N else 1] == 1
 
@@ -365,12 +371,16 @@ def dot_columns(target: Target, rows: int) -> int:
 
 
 def tile_row_dots(g: Gemm, target: Target) -> list[Instruction]:
-    """All of C as dot products along K (`rows_as_dots`): op(A)'s rows packed whole, then a
-    loop over blocks of `dot_columns` columns of C."""
+    """All of C as dot products along K (`rows_as_dots`): op(A)'s rows packed whole (unless
+    read in place), then a loop over blocks of `dot_columns` columns of C."""
     m, n, k = gemm_extents(g)
     assert m is not None and n is not None and k is not None
     b = Builder(Region())
-    rows = b.alloca(MemRefType.packed(g.c.type.element, [m * k]))
+    rows = (
+        None
+        if reads_rows_in_place(g, m)
+        else b.alloca(MemRefType.packed(g.c.type.element, [m * k]))
+    )
     hook = row_dots_after(b, g, (g.a, g.b, g.c, rows), (0, 0, k), g.beta)
     width = dot_columns(target, m)
     whole = n - n % width
@@ -397,24 +407,62 @@ def _tiles_and_row_dots(
     return b.region.instructions
 
 
+def restaged(g: Gemm, **operands: Value | Transpose | bool) -> Gemm:
+    """A gemm like g with some of its operands (or transposes, atomicity) replaced."""
+    fields = dict(trans_a=g.trans_a, trans_b=g.trans_b, alpha=g.alpha, a=g.a, b=g.b,
+                  beta=g.beta, c=g.c, atomic=g.atomic)  # fmt: skip
+    staged = Builder(Region())
+    staged.gemm(**{**fields, **operands})  # type: ignore[arg-type]
+    (gemm,) = staged.region.instructions
+    assert isinstance(gemm, Gemm)
+    return gemm
+
+
+def reads_rows_in_place(g: Gemm, rows: int) -> bool:
+    """Whether `tile.row_dots` reads `rows` rows of g's op(A) where they lie, unpacked: they
+    run along K in memory (a column-major A transposed; one row of a row-major A)."""
+    if g.trans_a is Transpose.T:
+        return g.a.type.stride[0] == 1
+    return rows == 1 and g.a.type.stride[1] == 1
+
+
 def row_dots_after(
-    b: Builder, g: Gemm, views: tuple[Value, Value, Value, Value], at: tuple[int, Index, Index],
-    beta: Value,
+    b: Builder, g: Gemm, views: tuple[Value, Value, Value, Value | None],
+    at: tuple[int, Index, Index], beta: Value,
 ) -> ColumnHook:  # fmt: skip
-    """Packs the rows of op(A) (`views`: A, B and C of one K block, and the buffer) from row
-    `at[0]` over the K block at `at[1]` of length `at[2]`, and returns the column hook that
-    takes those rows of C as dot products."""
-    a, b_view, c, rows = views
-    first, pc, kb = at
+    """Packs the rows of op(A) (`views`: A, B and C of one K block, and the buffer; no
+    buffer where `reads_rows_in_place`) from row `at[0]` over the K block at `at[1]` of
+    length `at[2]`, and returns the column hook that takes those rows of C as dot
+    products."""
+    a, b_view, c, buffer = views
+    first = at[0]
     dots = c.type.shape[0] - first
-    b.add(TilePack, trans=g.trans_a, source=a, row=first, col=pc, rows=dots, cols=kb,
-          target=rows, panel=1)  # fmt: skip
+    rows = rows_for_dots(b, g.trans_a, (a, buffer), at, dots)
 
     def hook(body: Builder, col: Index, width: int) -> None:
         body.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=rows, b=b_view, beta=beta,
                  c=c, row=first, col=col, rows=dots, cols=width)  # fmt: skip
 
     return hook
+
+
+def rows_for_dots(
+    b: Builder, trans_a: Transpose, a: tuple[Value, Value | None], at: tuple[int, Index, Index],
+    dots: Index,
+) -> Value:  # fmt: skip
+    """What `tile.row_dots` reads `dots` rows of op(A) from, from row `at[0]` over the K
+    block at `at[1]` of length `at[2]` (`a`: A and the buffer): the buffer, packed here; with
+    no buffer (`reads_rows_in_place`), A's columns (K x rows) for a transposed A, else the
+    row as a vector."""
+    source, buffer = a
+    first, pc, kb = at
+    if buffer is not None:
+        b.add(TilePack, trans=trans_a, source=source, row=first, col=pc, rows=dots, cols=kb,
+              target=buffer, panel=1)  # fmt: skip
+        return buffer
+    if trans_a is Transpose.T:
+        return b.subview(source, [pc, first], [kb, dots])
+    return b.subview(source, [first, pc], [None, kb])
 
 
 def stored(trans: Transpose, row: Index, col: Index) -> list[Index]:

@@ -244,26 +244,27 @@ import sys
 import numpy as np
 import nanotc
 for ty, dt in (("f32", np.float32), ("f64", np.float64)):
-    for m, n, k in ((1, 1, 20000), (1, 2, 20007), (2, 1, 9000), (3, 2, 6001), (5, 1, 4000),
-                    (7, 3, 3000), (1, 1, 41), (3, 1, 35)):
+    for m, n, k in ((1, 2, 20000), (1, 3, 20007), (2, 2, 9000), (3, 2, 6001), (5, 2, 4000),
+                    (7, 3, 3000), (1, 2, 41), (3, 2, 35)):
         t = lambda s: f"memref<{ty}x{s}>"
-        a_t, b_t, c_t = t(f"{k}x{m}"), t(f"{k}x{n}"), t(f"{m}x{n}")
+        a_t, b_t, c_t = t(f"{k}x{m}"), t(f"{n}x{k}"), t(f"{m}x{n}")
         text = (f"func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{\n"
-                f"  gemm.t.n 1.0, %A, %B, 0.0, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}\n}}")
+                f"  gemm.t.t 1.0, %A, %B, 0.0, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}\n}}")
         compilation = nanotc.compile(text, cache=False)
         assert "tile.pack.t %A" in compilation.tiled(), (ty, m, n, k)
         rng = np.random.default_rng(m * n + k)
-        a, b = (np.asfortranarray(rng.uniform(-1, 1, s).astype(dt)) for s in ((k, m), (k, n)))
+        a, b = (np.asfortranarray(rng.uniform(-1, 1, s).astype(dt)) for s in ((k, m), (n, k)))
         c = np.zeros((m, n), dt, order="F")
         compilation["k"](a, b, c, group_size=1)
-        want = a.T.astype(np.float64) @ b
+        want = a.T.astype(np.float64) @ b.T
         assert np.allclose(c, want, rtol=0, atol=1e-3 * np.sqrt(k)), (ty, m, n, k)
 print("ok")
 """
 
 
 def test_a_transposed_a_of_few_rows_is_packed_within_its_scratch() -> None:
-    """A^T packed into panels narrower than half a vector (M = 1..7): a 1-row panel's
+    """A^T packed into panels narrower than half a vector (M = 1..7; B transposed, so that C's
+    rows are not dot products reading A in place): a 1-row panel's
     transposed segments once reached 15 elements past the scratch, which glibc caught in heap
     scratch (K of 20000) as a double free, and which overwrote the stack below 64 KiB. In a
     child process with glibc's heap checks, so a regression fails rather than crashes."""

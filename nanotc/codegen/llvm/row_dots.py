@@ -25,6 +25,7 @@ from nanotc.codegen.llvm.helpers import (
     element_ptr,
     for_range,
     load_scalar,
+    minimum,
     mul,
     store_scalar,
     sub,
@@ -32,8 +33,12 @@ from nanotc.codegen.llvm.helpers import (
 from nanotc.codegen.llvm.types import I32, I64, PTR, Dim, MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileRowDots
-from nanotc.ir.values import is_literal
+from nanotc.ir.values import Value, is_literal
 from nanotc.lowering.gemm_tiles import dot_columns
+
+INDEPENDENT_FMAS = 8
+"""The accumulators that keep the FMA units busy (two a cycle, four cycles' latency): K is
+split among that many chains where fewer rows and columns are summed."""
 
 
 @emits(TileRowDots)
@@ -41,6 +46,7 @@ def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
     b_view: MemrefValue = e.value(inst.b)
     depth = b_view.shape[0 if inst.trans_b is Transpose.N else 1]
     width = dot_columns(e.state.target, inst.rows)
+    assert inst.valid_cols is None or inst.cols <= width  # a run-time count within one pass
     for first in range(0, inst.cols, width):
         columns = range(first, min(first + width, inst.cols))
         sums = _spilled(e, _dot_products(e, inst, depth, columns))
@@ -57,18 +63,22 @@ def _dot_products(
     lanes = e.state.target.lanes(element)
     t, size = vec.vector_type(register_type(element), lanes), element.size
     fused = e.state.target.fma  # else a multiply and an add, as the register tiles do
-    rows_ptr = e.value(inst.a).ptr
+    a_view: MemrefValue = e.value(inst.a)
+    rows_ptr = a_view.ptr
+    row_stride = depth if len(a_view.shape) == 1 else a_view.stride[1]
     b_view: MemrefValue = e.value(inst.b)
     along_n = b_view.stride[1 if inst.trans_b is Transpose.N else 0]
     col = e.index_value(inst.col)
     b_columns = [
-        element_ptr(b, b_view.ptr, element, mul(b, add(b, col, j), along_n)) for j in columns
+        element_ptr(b, b_view.ptr, element, mul(b, add(b, col, j), along_n))
+        for j in _clamped(e, columns, inst.valid_cols)
     ]
+    row_starts = [mul(b, r, row_stride) for r in _clamped(e, range(inst.rows), inst.valid_rows)]
 
     def step(k: Dim, acc: list[ir.Value], mask: ir.Value | None) -> list[ir.Value]:
         a_rows = [
             vec.load(b, t, element_ptr(b, rows_ptr, element, row_start), mask, size)
-            for row_start in (add(b, mul(b, r, depth), k) for r in range(inst.rows))
+            for row_start in (add(b, start, k) for start in row_starts)
         ]
         out = list(acc)
         for j, column in enumerate(b_columns):
@@ -78,21 +88,52 @@ def _dot_products(
                 out[index] = vec.fma(b, a_row, b_vector, out[index], fused)
         return out
 
-    init = [vec.zeros(t)] * (inst.rows * len(b_columns))
-    whole: Dim  # the K values in whole vectors
-    if isinstance(depth, int):
-        whole = depth // lanes * lanes
-    else:
-        whole = b.mul(b.udiv(depth, const(lanes)), const(lanes))
-    acc = carried_loop(
-        b, 0, whole, lanes, init, lambda k, a: step(k, a, None), name="dot", unroll=False
-    )
+    sums = inst.rows * len(b_columns)
+    chains = max(1, INDEPENDENT_FMAS // sums)
+
+    def chained_steps(k: Dim, acc: list[ir.Value]) -> list[ir.Value]:
+        out = []
+        for c in range(chains):
+            out += step(add(b, k, c * lanes), acc[c * sums : (c + 1) * sums], None)
+        return out
+
+    init = [vec.zeros(t)] * (sums * chains)
+    chained = _whole_steps(b, depth, lanes * chains)
+    acc = carried_loop(b, 0, chained, lanes * chains, init, chained_steps, name="dot", unroll=False)
+    acc = [_sum(b, acc[j::sums]) for j in range(sums)]
+    whole = _whole_steps(b, depth, lanes)  # the K values in whole vectors
+    if chains > 1:
+        acc = carried_loop(
+            b, chained, whole, lanes, acc, lambda k, a: step(k, a, None), name="dot", unroll=False
+        )
     if isinstance(depth, int):
         if whole < depth:
             acc = step(whole, acc, vec.static_mask(lanes, depth - whole))
     else:  # a K block of run-time length: its last vector masked, maybe to nothing
         acc = step(whole, acc, vec.dynamic_mask(b, lanes, 0, as_value(b, sub(b, depth, whole))))
     return _lane_sums(b, acc)
+
+
+def _clamped(e: FunctionEmitter, indices: range, valid: Value | None) -> list[Dim]:
+    """The indices, each past the first `valid` replaced by the last valid one."""
+    if valid is None:
+        return list(indices)
+    last = e.b.sub(e.index_value(valid), const(1))
+    return [i if i == 0 else minimum(e.b, i, last) for i in indices]
+
+
+def _whole_steps(b: ir.IRBuilder, depth: Dim, step: int) -> Dim:
+    """depth rounded down to a multiple of step."""
+    if isinstance(depth, int):
+        return depth // step * step
+    return b.mul(b.udiv(depth, const(step)), const(step))
+
+
+def _sum(b: ir.IRBuilder, vectors: list[ir.Value]) -> ir.Value:
+    total = vectors[0]
+    for v in vectors[1:]:
+        total = b.fadd(total, v)
+    return total
 
 
 class _Partial(NamedTuple):
@@ -169,17 +210,29 @@ def _store(e: FunctionEmitter, inst: TileRowDots, sums: ir.Value, columns: range
     alpha = convert(b, e.value(inst.alpha), inst.alpha.type, element)
     beta = convert(b, e.value(inst.beta), inst.beta.type, element)
     row, col = e.index_value(inst.row), e.index_value(inst.col)
-    with for_range(b, 0, len(columns), name="column") as j:
+    count = len(columns) if inst.valid_cols is None else e.index_value(inst.valid_cols)
+    # a run-time count: LLVM would vectorise or unroll these few iterations, for compile time
+    rolled = inst.valid_cols is None
+    with for_range(b, 0, count, name="column", vectorize=rolled, unroll=rolled) as j:
         column = add(b, col, b.add(j, const(columns.start)))
-        for r in range(inst.rows):
+
+        def update(r: Dim) -> None:
             at = add(b, mul(b, add(b, row, r), c.stride[0]), mul(b, column, c.stride[1]))
             ptr = element_ptr(b, c.ptr, element, at)
-            total = load_scalar(b, element_ptr(b, sums, element, b.add(j, const(r * len(columns)))),
-                                element)  # fmt: skip
+            at_sum = add(b, j, mul(b, r, len(columns)))
+            total = load_scalar(b, element_ptr(b, sums, element, at_sum), element)
             value = total if is_literal(inst.alpha, 1) else b.fmul(alpha, total)
             if not is_literal(inst.beta, 0):
                 value = _plus_beta_c(b, inst, value, beta, load_scalar(b, ptr, element))
             store_scalar(b, value, ptr, element)
+
+        if inst.valid_rows is None:
+            for r in range(inst.rows):
+                update(r)
+        else:
+            valid = e.index_value(inst.valid_rows)
+            with for_range(b, 0, valid, name="row", vectorize=False, unroll=False) as r:
+                update(r)
 
 
 def _plus_beta_c(
