@@ -1187,10 +1187,11 @@ def test_transposed_a_pack_takes_its_groups_of_vector_rows_in_a_loop(ty: str,
     """A^T's panels (rows of whole vectors) are transposed a group of `lanes` rows at a
     time in a loop: all the kernel's shuffles are in that one loop, which keeps its row
     pointers and vectors in registers. Unrolled over a 64-row f32 panel's four groups, the
-    pack held every group's vectors at once and spilled 40 of them each K chunk."""
-    mem = f"memref<{ty}x?x?>"
-    text = f"""func @k(%A: {mem}, %B: {mem}, %C: {mem}) {{
-  gemm.t.n 1.0, %A, %B, 1.0, %C : {ty}, {mem}, {mem}, {ty}, {mem}
+    pack held every group's vectors at once and spilled 40 of them each K chunk. (B of
+    run-time strides: no dot products for a C of few rows, whose lane sums shuffle too.)"""
+    mem, strided = f"memref<{ty}x?x?>", f"memref<{ty}x?x?,strided<?,?>>"
+    text = f"""func @k(%A: {mem}, %B: {strided}, %C: {mem}) {{
+  gemm.t.n 1.0, %A, %B, 1.0, %C : {ty}, {mem}, {strided}, {ty}, {mem}
 }}"""
     code = nanotc.compile(text, target=target).assembly()
     kernel = asm.function_lines(code, "k")

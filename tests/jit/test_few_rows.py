@@ -61,6 +61,17 @@ def test_run_time_few_rows(ty: str, ta: str, rng) -> None:
             run(compilation, ty, ta, (m, 2, k), (1.0, 1.0), rng)
 
 
+@pytest.mark.parametrize("target", ["avx2", "generic"])
+@pytest.mark.parametrize("ta", ["t", "n"])
+def test_run_time_few_rows_on_narrower_targets(target: str, ta: str, rng) -> None:
+    """256-bit vectors with AVX2's masked loads, and the generic target's."""
+    compilation = compiled(dynamic_text("f32", ta), target)
+    for m in range(1, 5):
+        for n, k in ((1, 64), (9, 300), (3, k_blocks("f32"))):
+            run(compilation, "f32", ta, (m, n, k), (1.5, 0.0), rng)
+            run(compilation, "f32", ta, (m, n, k), (-1.0, 0.5), rng)
+
+
 @pytest.mark.parametrize("ta", ["t", "n"])
 def test_gemms_the_test_turns_away(ta: str, rng) -> None:
     """M past 4, and K below 64, take the register tiles: results as before."""

@@ -99,7 +99,8 @@ def _dot_products(
 
     init = [vec.zeros(t)] * (sums * chains)
     chained = _whole_steps(b, depth, lanes * chains)
-    acc = carried_loop(b, 0, chained, lanes * chains, init, chained_steps, name="dot", unroll=False)
+    acc = carried_loop(b, 0, chained, lanes * chains, init, chained_steps, name="dot",
+                       unroll=False, aligned=True)  # fmt: skip
     acc = [_sum(b, acc[j::sums]) for j in range(sums)]
     whole = _whole_steps(b, depth, lanes)  # the K values in whole vectors
     if chains > 1:
