@@ -2,8 +2,9 @@
 
     OPENBLAS_NUM_THREADS=1 python -m bench.few_rows [--calls 100] [--runs 7]
 
-A C of one to four rows leaves a register tile's vectors mostly empty, and a gemv.n or ger
-whose c has fewer rows than a vector spends its passes on masks: the cases here are those a
+A C of one to four rows leaves a register tile's vectors mostly empty, a gemv.n or ger
+whose c has fewer rows than a vector spends its passes on masks, and a gemv.t on columns of a
+few elements ends each one's dot product in a sum across lanes: the cases here are those a
 hunt for performance cliffs found far slower than numpy or torch (docs/benchmarks.md), gemms
 of static sizes and of run-time ones. Each
 case is f32, its result checked against numpy's in float64 first; nanotc and its peer then
@@ -79,19 +80,21 @@ def _row_vectors(batch: int, n: int, k: int, rng: np.random.Generator) -> Case:
                 lambda: torch.bmm(ta, tb, out=out))  # fmt: skip
 
 
-def _gemv_n(m: int, n: int, rng: np.random.Generator) -> Case:
+def _gemv(trans: str, m: int, n: int, rng: np.random.Generator) -> Case:
+    """c = op(A) x of A m x n (gemv.n: c of m rows; gemv.t: A's columns m long)."""
     a_t, x_t, y_t = _memref("?", "?"), _memref("?"), _memref("?")
     kernel = kernels.compiled(f"""func @g(%A: {a_t}, %x: {x_t}, %y: {y_t}) {{
-    gemv.n 1.0, %A, %x, 0.0, %y : f32, {a_t}, {x_t}, f32, {y_t}
+    gemv.{trans} 1.0, %A, %x, 0.0, %y : f32, {a_t}, {x_t}, f32, {y_t}
 }}""")
     a = np.asfortranarray(rng.standard_normal((m, n), dtype=np.float32))
-    x = rng.standard_normal(n, dtype=np.float32)
-    y, out = np.zeros(m, np.float32), np.zeros(m, np.float32)
+    op_a = a.T if trans == "t" else a
+    x = rng.standard_normal(op_a.shape[1], dtype=np.float32)
+    y, out = (np.zeros(op_a.shape[0], np.float32) for _ in range(2))
     kernel(a, x, y, group_size=1, num_threads=1)
-    _check(y, a.astype(np.float64) @ x, n, f"gemv.n {m}x{n}")
-    return Case(f"gemv.n {m}x{n} (run-time sizes)", "numpy",
+    _check(y, op_a.astype(np.float64) @ x, op_a.shape[1], f"gemv.{trans} {m}x{n}")
+    return Case(f"gemv.{trans} {m}x{n} (run-time sizes)", "numpy",
                 lambda: kernel(a, x, y, group_size=1, num_threads=1),
-                lambda: np.dot(a, x, out=out))  # fmt: skip
+                lambda: np.dot(op_a, x, out=out))  # fmt: skip
 
 
 def _ger(m: int, n: int, rng: np.random.Generator) -> Case:
@@ -125,7 +128,9 @@ def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
            _dots("t", 1, 1, 20000, rng, True), _dots("t", 4, 4, 20000, rng, True),
            _dots("n", 1, 256, 256, rng, True), _dots("n", 4, 4, 20000, rng, True),
            _dots("t", 4, 2000, 1000, rng, True),
-           _gemv_n(1, 20000, rng), _gemv_n(8, 20000, rng), _gemv_n(16, 20000, rng)]  # fmt: skip
+           _gemv("n", 1, 20000, rng), _gemv("n", 8, 20000, rng), _gemv("n", 16, 20000, rng),
+           _gemv("t", 1, 20000, rng), _gemv("t", 2, 20000, rng), _gemv("t", 3, 20000, rng),
+           _gemv("t", 4, 20000, rng)]  # fmt: skip
     if with_torch:
         out += [_row_vectors(50, 64, 64, rng), _row_vectors(50, 256, 256, rng),
                 _ger(1, 20000, rng), _ger(8, 20000, rng), _ger(16, 20000, rng)]  # fmt: skip

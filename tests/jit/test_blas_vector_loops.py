@@ -21,6 +21,7 @@ from nanotc.codegen.llvm.blas_vector import (
     GEMV_COLUMNS,
     GEMV_N_COLUMNS,
     PAST_L3_SHARE,
+    SHORT_COLUMNS,
 )
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target, get
@@ -74,6 +75,49 @@ def test_gemv_t_at_every_boundary(ty: str, target: str, rng) -> None:
                 bound = 2.0 * np.abs(a.T) @ np.abs(x) + abs(beta * y if beta else 0)
                 kernel(a, x, y, dtype(beta), group_size=1)
                 assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, k)), (k, n, beta)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_gemv_t_on_short_columns_back_to_back(ty: str, target: str, rng) -> None:
+    """Columns of 1 to 4 elements lying back to back (`SHORT_COLUMNS`, a leading dimension
+    equal to the rows, known at run time only) are read as whole vectors of A, a vector of
+    columns at a time: every column count around the lanes, beta 0 (y not read) and not;
+    the same columns lying apart, and 5 rows, take the dot products per column."""
+    m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
+    text = (
+        f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n"
+        f"  gemv.t 2.0, %a, %x, %beta, %y : {ty}, {m}, {v}, {ty}, {v}\n}}"
+    )
+    kernel = compiled(text, target)[kernel_name(text)]
+    dtype, lanes = DTYPES[ty], get(target).lanes(ScalarType(ty))
+    for rows in (*SHORT_COLUMNS, max(SHORT_COLUMNS) + 1):
+        for n in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 2, 1000):
+            for lead in (rows, rows + 3):
+                a = np.asfortranarray(rng.uniform(-1, 1, (lead, n)).astype(dtype))[:rows]
+                x = rng.uniform(-1, 1, rows).astype(dtype)
+                for beta in (0.0, 0.5):
+                    y = rng.uniform(-1, 1, n).astype(dtype) if beta else np.full(n, np.nan, dtype)
+                    expected = 2.0 * a.T.astype(np.float64) @ x + (beta * y if beta else 0)
+                    bound = 2.0 * np.abs(a.T) @ np.abs(x) + abs(beta * y if beta else 0)
+                    kernel(a, x, y, dtype(beta), group_size=1)
+                    ok = np.abs(y - expected) <= _tolerance(dtype, bound, rows)
+                    assert np.all(ok), (rows, n, lead, beta)
+
+
+def test_short_columns_loop_shuffles_rows_out_of_whole_vectors() -> None:
+    """3-row columns back to back (static): the loop loads whole zmm vectors of A, gathers
+    each row by permutes, and keeps everything in registers."""
+    m, v = "memref<f32x3x?>", "memref<f32x?>"
+    text = f"""func @g(%a: {m}, %x: {v}, %y: {v}) {{
+  gemv.t 1.0, %a, %x, 0.0, %y : f32, {m}, {v}, f32, {v}
+}}"""
+    code = compiled(text, "avx512").assembly()
+    loops = [loop for loop in asm.hot_loops(code, "g", "vfmadd") if loop.count("vperm")]
+    assert loops
+    for loop in loops:
+        assert loop.count("vfmadd") == 2 and loop.stack_accesses() == []
+        assert all("%zmm" in i for i in loop.instructions if i.startswith("vfmadd"))
 
 
 def _gemv_n(ty: str, target: str, x_stride: str = "") -> nanotc.api.Compilation:
