@@ -77,32 +77,58 @@ def test_gemv_t_at_every_boundary(ty: str, target: str, rng) -> None:
                 assert np.all(np.abs(y - expected) <= _tolerance(dtype, bound, k)), (k, n, beta)
 
 
+SHORT_OPS = {
+    "gemv.t": "gemv.t 2.0, %a, %x, %beta, %y : {t}, {m}, {v}, {t}, {v}",
+    "gemv.n": "gemv.n 2.0, %a, %x, %beta, %y : {t}, {m}, {v}, {t}, {v}",
+    "ger": "ger 2.0, %x, %y, %beta, %a : {t}, {v}, {v}, {t}, {m}",
+}
+
+
+def _short_op_expected(op: str, a: np.ndarray, x: np.ndarray, y: np.ndarray,
+                       beta: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The result of `op` in float64 (the output: y, or A for ger) and its magnitude."""
+    old = (beta * (a if op == "ger" else y)) if beta else 0
+    if op == "ger":
+        product, size = np.outer(x, y), np.abs(np.outer(x, y))
+    else:
+        op_a = a.T if op == "gemv.t" else a
+        product, size = op_a.astype(np.float64) @ x, np.abs(op_a) @ np.abs(x)
+    return 2.0 * product + old, 2.0 * size + np.abs(old)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ty", DTYPES)
-def test_gemv_t_on_short_columns_back_to_back(ty: str, target: str, rng) -> None:
-    """Columns of 1 to 4 elements lying back to back (`SHORT_COLUMNS`, a leading dimension
-    equal to the rows, known at run time only) are read as whole vectors of A, a vector of
-    columns at a time: every column count around the lanes, beta 0 (y not read) and not;
-    the same columns lying apart, and 5 rows, take the dot products per column."""
+@pytest.mark.parametrize("op", SHORT_OPS)
+def test_short_columns_back_to_back(op: str, ty: str, target: str, rng) -> None:
+    """A matrix whose columns are 1 to 4 elements long and lie back to back (`SHORT_COLUMNS`,
+    a leading dimension equal to the rows, known at run time only) is read and written as
+    whole vectors, a vector of columns at a time (gemv.t, gemv.n, ger): every column count
+    around the lanes, beta 0 (the output not read) and not; the same columns lying apart,
+    and 5 rows, take the other loops. Nothing past the matrix is written."""
     m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
-    text = (
-        f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n"
-        f"  gemv.t 2.0, %a, %x, %beta, %y : {ty}, {m}, {v}, {ty}, {v}\n}}"
-    )
+    body = SHORT_OPS[op].format(t=ty, m=m, v=v)
+    text = f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n  {body}\n}}"
     kernel = compiled(text, target)[kernel_name(text)]
     dtype, lanes = DTYPES[ty], get(target).lanes(ScalarType(ty))
     for rows in (*SHORT_COLUMNS, max(SHORT_COLUMNS) + 1):
         for n in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 2, 1000):
             for lead in (rows, rows + 3):
-                a = np.asfortranarray(rng.uniform(-1, 1, (lead, n)).astype(dtype))[:rows]
-                x = rng.uniform(-1, 1, rows).astype(dtype)
+                whole = np.asfortranarray(rng.uniform(-1, 1, (lead, n + 1)).astype(dtype))
+                a = whole[:rows, :n]
+                x = rng.uniform(-1, 1, n if op == "gemv.n" else rows).astype(dtype)
+                y = rng.uniform(-1, 1, rows if op == "gemv.n" else n).astype(dtype)
                 for beta in (0.0, 0.5):
-                    y = rng.uniform(-1, 1, n).astype(dtype) if beta else np.full(n, np.nan, dtype)
-                    expected = 2.0 * a.T.astype(np.float64) @ x + (beta * y if beta else 0)
-                    bound = 2.0 * np.abs(a.T) @ np.abs(x) + abs(beta * y if beta else 0)
+                    out = a if op == "ger" else y
+                    expected, size = _short_op_expected(op, a, x, y, beta)
+                    if not beta:
+                        out[...] = np.nan
+                    before = whole.copy()
                     kernel(a, x, y, dtype(beta), group_size=1)
-                    ok = np.abs(y - expected) <= _tolerance(dtype, bound, rows)
+                    ok = np.abs(out - expected) <= _tolerance(dtype, size, max(rows, n))
                     assert np.all(ok), (rows, n, lead, beta)
+                    outside = np.ones(whole.shape, bool)
+                    outside[:rows, :n] = op != "ger"
+                    assert np.array_equal(whole[outside], before[outside])
 
 
 def test_short_columns_loop_shuffles_rows_out_of_whole_vectors() -> None:
