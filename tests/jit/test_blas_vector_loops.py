@@ -131,6 +131,30 @@ def test_short_columns_back_to_back(op: str, ty: str, target: str, rng) -> None:
                     assert np.array_equal(whole[outside], before[outside])
 
 
+@pytest.mark.parametrize("op", SHORT_OPS)
+def test_short_columns_of_static_rows_with_run_time_leading_dimension(op: str, rng) -> None:
+    """1 or 2 static rows, the leading dimension known at run time: back to back only where
+    it equals the rows; a leading dimension of 3 once sent a 1-row matrix to the 3-row loop,
+    which wrote 2 rows past it."""
+    for rows in (1, 2):
+        m, v = f"memref<f32x{rows}x?,strided<1,?>>", "memref<f32x?>"
+        body = SHORT_OPS[op].format(t="f32", m=m, v=v)
+        text = f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: f32) {{\n  {body}\n}}"
+        kernel = compiled(text)["g"]
+        for lead in (rows, 3, 4):
+            n = 37
+            whole = np.asfortranarray(rng.uniform(-1, 1, (lead, n)).astype(np.float32))
+            a = whole[:rows]
+            x = rng.uniform(-1, 1, n if op == "gemv.n" else rows).astype(np.float32)
+            y = rng.uniform(-1, 1, rows if op == "gemv.n" else n).astype(np.float32)
+            expected, size = _short_op_expected(op, a, x, y, 0.5)
+            before = whole.copy()
+            kernel(a, x, y, np.float32(0.5), group_size=1)
+            out = a if op == "ger" else y
+            assert np.all(np.abs(out - expected) <= _tolerance(np.float32, size, n)), (rows, lead)
+            np.testing.assert_array_equal(whole[rows:], before[rows:])
+
+
 def test_short_columns_loop_shuffles_rows_out_of_whole_vectors() -> None:
     """3-row columns back to back (static): the loop loads whole zmm vectors of A, gathers
     each row by permutes, and keeps everything in registers."""

@@ -559,7 +559,8 @@ def _by_short_columns(e: FunctionEmitter, a: MemrefValue, counts: list[int],
         return
     rows, rest = counts[0], counts[1:]
     extent, stride = a.shape[0], a.stride[1]
-    fits = [compare_extent(b, "==", dim, rows) for dim in (extent, stride)]
+    fits = [dim == rows if isinstance(dim, int) else b.icmp_signed("==", dim, const(rows))
+            for dim in (extent, stride)]  # fmt: skip
     if False in fits:
         _by_short_columns(e, a, rest, short, other)
         return
