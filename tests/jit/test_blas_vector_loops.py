@@ -22,6 +22,7 @@ from nanotc.codegen.llvm.blas_vector import (
     GEMV_N_COLUMNS,
     PAST_L3_SHARE,
     SHORT_COLUMNS,
+    SHORT_COLUMNS_BY_VECTORS,
 )
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target, get
@@ -100,17 +101,18 @@ def _short_op_expected(op: str, a: np.ndarray, x: np.ndarray, y: np.ndarray,
 @pytest.mark.parametrize("ty", DTYPES)
 @pytest.mark.parametrize("op", SHORT_OPS)
 def test_short_columns_back_to_back(op: str, ty: str, target: str, rng) -> None:
-    """A matrix whose columns are 1 to 4 elements long and lie back to back (`SHORT_COLUMNS`,
-    a leading dimension equal to the rows, known at run time only) is read and written as
-    whole vectors, a vector of columns at a time (gemv.t, gemv.n, ger): every column count
-    around the lanes, beta 0 (the output not read) and not; the same columns lying apart,
-    and 5 rows, take the other loops. Nothing past the matrix is written."""
+    """A matrix whose columns are 1 to 4 elements long (8 too for gemv.n and ger) and lie
+    back to back (a leading dimension equal to the rows, known at run time only) is read and
+    written as whole vectors, a vector of columns at a time: every column count around the
+    lanes, beta 0 (the output not read) and not; the same columns lying apart, and other
+    row counts, take the other loops. Nothing past the matrix is written."""
     m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
     body = SHORT_OPS[op].format(t=ty, m=m, v=v)
     text = f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n  {body}\n}}"
     kernel = compiled(text, target)[kernel_name(text)]
     dtype, lanes = DTYPES[ty], get(target).lanes(ScalarType(ty))
-    for rows in (*SHORT_COLUMNS, max(SHORT_COLUMNS) + 1):
+    short = SHORT_COLUMNS if op == "gemv.t" else SHORT_COLUMNS_BY_VECTORS
+    for rows in (*short, 5, 8):
         for n in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 2, 1000):
             for lead in (rows, rows + 3):
                 whole = np.asfortranarray(rng.uniform(-1, 1, (lead, n + 1)).astype(dtype))

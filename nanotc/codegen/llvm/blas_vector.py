@@ -71,6 +71,9 @@ VECTOR_TYPES = (ScalarType.F32, ScalarType.F64)
 CHAINS = 8
 GEMV_COLUMNS = 4  # columns of A a gemv.t reads together (each with CHAINS / 4 partial sums)
 SHORT_COLUMNS = (1, 2, 3, 4)  # column lengths whose gemv.t reads A back to back (`_short_columns`)
+# and those of gemv.n and ger, whose shuffles are one per vector at any length (gemv.t's
+# gather each of `rows` rows from `rows` vectors)
+SHORT_COLUMNS_BY_VECTORS = (*SHORT_COLUMNS, 8)
 GEMV_N_COLUMNS = 8  # columns of A a gemv.n adds to c in one pass over it
 LINE_BYTES = 64
 PEEL_VECTORS = 4  # static extents shorter than this many vectors are not peeled
@@ -639,7 +642,7 @@ def gemv_n(
     scaled by alpha x(k)), so that A streams from memory in its own order, each column read
     once from top to bottom (the order of BLAS gemv_n kernels)."""
     b = e.b
-    counts = list(SHORT_COLUMNS) if x.stride[0] == 1 else []
+    counts = list(SHORT_COLUMNS_BY_VECTORS) if x.stride[0] == 1 else []
     _by_short_columns(
         e, a, counts, lambda rows: _short_column_sums(e, rows, a, x, out, u),
         lambda: _column_passes(e, a, out, u, lambda k: b.fmul(u.alpha, read(b, x, [k], u.compute))),
@@ -802,7 +805,7 @@ def ger(
     in its own order, read and written once, while x stays in L1 or L2 (the order of BLAS
     ger kernels)."""
     v = VectorLoops(e, u.compute)
-    counts = list(SHORT_COLUMNS) if y.stride[0] == 1 else []
+    counts = list(SHORT_COLUMNS_BY_VECTORS) if y.stride[0] == 1 else []
     _by_short_columns(
         e, out, counts, lambda rows: _ger_short_columns(e, v, (x, y), (out, rows), u),
         lambda: _by_rows(v, out.shape[0], lambda: _ger_one_vector(e, v, x, y, out, u),
