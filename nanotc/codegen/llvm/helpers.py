@@ -79,6 +79,8 @@ def round_down(b: ir.IRBuilder, n: Dim, multiple: int) -> Dim:
 
 def compare_extent(b: ir.IRBuilder, op: str, extent: Dim, bound: int) -> bool | ir.Value:
     """`extent op bound` (op ">=" or "<="): a bool where the extent is static, else an i1."""
+    if op not in (">=", "<="):  # a static "==" once answered as "<="
+        raise ValueError(f"compare_extent orders extents, not {op!r}")
     if isinstance(extent, int):
         return extent >= bound if op == ">=" else extent <= bound
     return b.icmp_signed(op, extent, const(bound))
