@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 import nanotc
 from nanotc.codegen import asm
@@ -24,6 +25,7 @@ from nanotc.codegen.llvm.blas_vector import (
     SHORT_COLUMNS,
     SHORT_COLUMNS_BY_VECTORS,
 )
+from nanotc.codegen.llvm.helpers import compare_extent
 from nanotc.ir.types import ScalarType
 from nanotc.targets import Target, get
 
@@ -771,3 +773,13 @@ def test_element_by_element_sums_keep_partial_sums(ty: str, target: str, rng) ->
         out = np.full((), 7, dtype)
         compilation["s"](x, out, group_size=1)
         assert out == x.astype(np.float64).sum(), n  # small integers: every order is exact
+
+
+def test_compare_extent_only_orders() -> None:
+    """`compare_extent` answers >= and <=; asked for ==, it once answered <= for a static
+    extent (the short columns' bug), and now refuses."""
+    builder = ir.IRBuilder()
+    assert compare_extent(builder, "<=", 1, 3) is True
+    assert compare_extent(builder, ">=", 1, 3) is False
+    with pytest.raises(ValueError, match="orders extents"):
+        compare_extent(builder, "==", 1, 3)
