@@ -35,12 +35,13 @@ from nanotc.targets import Target
 
 DOT_PACK_BYTES = 32 * 1024
 """The scratch holding op(A)'s rows over one K block: on the stack, within L1."""
-FEW_ROWS_SUMS = 8
-"""The dot products of one pass, rows by columns (8 columns of 1 row, 2 of 4 rows): one pass
-covers any column count (`valid`), so each nanokernel is compiled once. A nanokernel for
-each row count, as wide as `dot_columns` allows, with single columns for the rest, took a
-dynamic gemm's compile time from 0.23 to 0.63 s; with one row, each B vector loaded feeds one
-FMA whatever the width."""
+FEW_ROWS_COLUMNS = 2
+"""The columns of one pass: one pass covers any column count (`valid`), so each nanokernel is
+compiled once. Columns past the count repeat the last, each a load per K step: with 8
+columns of one row (1 x 1 x 20000 f32 7.2 us; 4 columns 5.0, 2 columns 2.8), and each
+B vector loaded feeds one FMA of a row however wide. A nanokernel for each row count, as
+wide as `dot_columns` allows, with single columns for the rest, took a dynamic gemm's compile
+time from 0.23 to 0.63 s."""
 
 
 def few_rows_test(b: Builder, g: Gemm) -> bool | Value:
@@ -105,8 +106,8 @@ class _Block:
 
     def columns(self, body: Builder, rows: int, valid_rows: Value | None) -> None:
         """C's columns by nanokernels of `rows` rows, of which the first `valid_rows` are
-        C's (all where None), and as many columns as FEW_ROWS_SUMS allow."""
-        g, width = self.g, max(1, FEW_ROWS_SUMS // rows)
+        C's (all where None), FEW_ROWS_COLUMNS columns a pass."""
+        g, width = self.g, FEW_ROWS_COLUMNS
         with body.for_(0, self.extent_n, width) as (loop, col):
             valid_cols = block_extent(loop, self.extent_n, col, width)
             loop.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=self.a, b=self.b,

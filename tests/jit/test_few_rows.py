@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from nanotc.codegen import asm
-from nanotc.lowering.gemm_few_rows import DOT_PACK_BYTES, FEW_ROWS_SUMS
+from nanotc.codegen.llvm.row_dots import INDEPENDENT_FMAS
+from nanotc.lowering.gemm_few_rows import DOT_PACK_BYTES, FEW_ROWS_COLUMNS
 
 from .helpers import compiled
 from .test_gemm_blocked import DTYPES, check
@@ -86,8 +87,8 @@ def test_the_run_time_test_and_its_nanokernels() -> None:
     tiled = compiled(dynamic_text("f32", "t")).tiled()
     kernels = re.findall(r"tile\.row_dots\S* .* rows (\d+)( valid \S+)? cols (\d+) valid", tiled)
     assert sorted((int(r), bool(v), int(c)) for r, v, c in kernels) == [
-        (1, False, FEW_ROWS_SUMS),
-        (4, True, FEW_ROWS_SUMS // 4),
+        (1, False, FEW_ROWS_COLUMNS),
+        (4, True, FEW_ROWS_COLUMNS),
     ]
     assert "tile.gemm" in tiled
 
@@ -103,8 +104,8 @@ def test_transposes_of_b_keep_register_tiles() -> None:
 
 @pytest.mark.parametrize("lda", [1, 3])
 def test_a_row_of_run_time_leading_dimension(lda: int, rng) -> None:
-    """A 1-row A is packed by vectors where its elements lie adjacent (leading dimension 1,
-    known at run time only), else element by element: both give A B."""
+    """A 1-row A of run-time leading dimension (1, or 3: a row of a larger matrix) is packed
+    before its dot products: both give A B."""
     compilation = compiled(dynamic_text("f32", "n"))
     k = 3000
     whole = np.asfortranarray(rng.uniform(-1, 1, (lda, k)).astype(np.float32))
@@ -113,12 +114,13 @@ def test_a_row_of_run_time_leading_dimension(lda: int, rng) -> None:
 
 @pytest.mark.parametrize("ta", ["t", "n"])
 def test_few_rows_loops_are_full_width_fmas_without_spills(ta: str) -> None:
-    """The K loops of both nanokernels: FEW_ROWS_SUMS zmm FMAs, nothing through the stack."""
+    """The K loops of both nanokernels: 8 zmm FMAs (1 row by 2 columns in 4 chains of K, 4
+    rows by 2 columns), nothing through the stack."""
     code = compiled(dynamic_text("f32", ta), "avx512").assembly()
     loops = [
         loop
         for loop in asm.hot_loops(code, "k", "vfmadd")
-        if loop.count("vfmadd") == FEW_ROWS_SUMS
+        if loop.count("vfmadd") == INDEPENDENT_FMAS
         and not any("{1to16}" in i or "vbroadcast" in i for i in loop.instructions)
     ]
     assert len(loops) >= 2

@@ -673,6 +673,15 @@ def _short_column_sums(e: FunctionEmitter, rows: int, a: MemrefValue, x: MemrefV
     acc = carried_loop(b, 0, whole, lanes, [vec.zeros(v.type)] * rows,
                        lambda k, acc_: step(k, acc_, None), name="k", unroll=False)  # fmt: skip
     acc = step(as_value(b, whole), acc, b.sub(as_value(b, columns), as_value(b, whole)))
+    if lanes % rows == 0:  # lane c holds row c % rows in every vector: fold them onto c
+        total, width = _add_all(b, acc), lanes
+        while width > rows:
+            width //= 2
+            upper = ir.Constant(vec.vector_type(ir.IntType(32), lanes),
+                                [(c + width) % lanes for c in range(lanes)])  # fmt: skip
+            total = b.fadd(total, b.shuffle_vector(total, total, upper))
+        v.write(u, out, const(0), total, vec.static_mask(lanes, rows))
+        return
     for r in range(rows):
         of_row = [
             b.select(ir.Constant(vec.vector_type(ir.IntType(1), lanes),

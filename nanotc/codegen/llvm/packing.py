@@ -95,29 +95,16 @@ def _pack(e: FunctionEmitter, inst: TilePack) -> None:
     if inst.pairs:
         _pack_pairs(x, panels)
         return
-    if inst.panel == 1 and not isinstance(x.col_stride, int):
-        adjacent = b.icmp_unsigned("==", x.col_stride, const(1))
-        with b.if_else(adjacent) as (runs, apart):
-            with runs:
-                x.copy_runs()
-            with apart:
-                _pack_panels(x, panels)
-        return
-    _pack_panels(x, panels)
-
-
-def _pack_panels(x: _PackedBlock, panels: Dim) -> None:
-    b = x.b
-    if x.row_stride == 1 and x.panel * x.src_t.size <= SHORT_PANEL_BYTES:
+    if x.row_stride == 1 and inst.panel * x.src_t.size <= SHORT_PANEL_BYTES:
         x.copy_by_columns()
         return
     with for_range(b, 0, panels, name="panel", vectorize=False, unroll=False) as q:
-        first_row = b.mul(q, const(x.panel))
+        first_row = b.mul(q, const(inst.panel))
         valid = b.sub(as_value(b, x.rows), first_row)
         if x.row_stride == 1:
             x.copy_panel(first_row, valid)
         elif x.transposes_by_vectors():
-            whole = b.icmp_signed(">=", valid, const(x.panel))
+            whole = b.icmp_signed(">=", valid, const(inst.panel))
             with b.if_else(whole, likely=True) as (full, partial):
                 with full:
                     x.transpose_panel(first_row)
@@ -193,24 +180,6 @@ class _PackedBlock:
         with b.if_then(b.icmp_signed(">", valid, const(0))), self._columns() as k:
             self._copy_column(first_row, k, valid)
 
-    def copy_runs(self) -> None:
-        """Panels of one row whose elements lie adjacent at run time (the row of a 1-row A,
-        whose leading dimension is 1): each row copied by vectors along it, where element by
-        element a column at a time ran at a quarter of the bandwidth (f32 1 x 1 x 20000)."""
-        b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
-        cols = as_value(b, self.cols)
-        whole = b.mul(b.udiv(cols, const(lanes)), const(lanes))
-        with for_range(b, 0, self.rows, name="run.row", vectorize=False, unroll=False) as q:
-            src, dst = self.source_column(q, const(0)), self.target_column(q, const(0))
-            run = for_range(b, 0, whole, step=lanes, name="run", vectorize=False, unroll=False)
-            with run as k:
-                self.copy_vectors(*self._at(src, dst, k), None, lanes)
-            self.copy_vectors(*self._at(src, dst, whole), b.sub(cols, whole), lanes)
-
-    def _at(self, src: ir.Value, dst: ir.Value, k: ir.Value) -> tuple[ir.Value, ir.Value]:
-        b = self.b
-        return element_ptr(b, src, self.src_t, k), element_ptr(b, dst, self.dst_t, k)
-
     def copy_panel(self, first_row: ir.Value, valid: ir.Value) -> None:
         """Contiguous rows in a tall panel (B's, kc rows: each column a long run already),
         column by column of the panel: unmasked where the panel is whole (more than eight
@@ -230,15 +199,10 @@ class _PackedBlock:
         src, dst = self.source_column(first_row, k), self.target_column(first_row, k)
         self.copy_vectors(src, dst, valid)
 
-    def copy_vectors(
-        self, src: ir.Value, dst: ir.Value, valid: ir.Value | None, count: int | None = None
-    ) -> None:
-        """`count` elements (a panel's column where None), the first `valid` of them where
-        given."""
+    def copy_vectors(self, src: ir.Value, dst: ir.Value, valid: ir.Value | None) -> None:
         b, lanes = self.b, self.e.state.target.lanes(self.dst_t)
-        count = self.panel if count is None else count
-        for v in range(0, count, lanes):
-            width = min(lanes, count - v)
+        for v in range(0, self.panel, lanes):
+            width = min(lanes, self.panel - v)
             t_out = vec.vector_type(register_type(self.dst_t), width)
             mask = None if valid is None else vec.dynamic_mask(b, width, v, valid)
             ptr = element_ptr(b, src, self.src_t, v)
