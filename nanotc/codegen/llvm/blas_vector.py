@@ -596,6 +596,13 @@ def _short_columns(e: FunctionEmitter, rows: int, a: MemrefValue, x: MemrefValue
             total = vec.fma(b, row[r], scales[r], total, v.fused)
         v.write(u, out, j, total, None if valid is None else vec.dynamic_mask(b, lanes, 0, valid))
 
+    _by_vectors_of_columns(b, columns, lanes, step)
+
+
+def _by_vectors_of_columns(b: ir.IRBuilder, columns: Dim, lanes: int,
+                           step: Callable[[ir.Value, ir.Value | None], None]) -> None:  # fmt: skip
+    """step(j, None) for each whole vector of `lanes` columns from j, then step(j, left) for
+    the `left` columns after them, if any."""
     whole = round_down(b, columns, lanes)
     with for_range(b, 0, whole, lanes, name="j", vectorize=False, unroll=False) as j:
         step(j, None)
@@ -846,13 +853,7 @@ def _ger_short_columns(e: FunctionEmitter, v: VectorLoops, xy: tuple[MemrefValue
             mask = None if total is None else vec.dynamic_mask(b, lanes, q * lanes, total)
             v.write(u, first, const(q * lanes), b.fmul(x_lanes[q], y_lanes), mask)
 
-    columns = out.shape[1]
-    whole = round_down(b, columns, lanes)
-    with for_range(b, 0, whole, lanes, name="j", vectorize=False, unroll=False) as j:
-        step(j, None)
-    left = b.sub(as_value(b, columns), as_value(b, whole))
-    with b.if_then(b.icmp_signed(">", left, const(0))):
-        step(as_value(b, whole), left)
+    _by_vectors_of_columns(b, out.shape[1], lanes, step)
 
 
 def _ger_columns(e: FunctionEmitter, v: VectorLoops, x: MemrefValue, y: MemrefValue,
