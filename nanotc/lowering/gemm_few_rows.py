@@ -5,10 +5,11 @@ their lanes idle, and a gemm of run-time sizes takes tiles 32 rows tall (the blo
 Where op(B)'s columns run along K in memory, a run-time test (M of 1 to DOT_ROWS, K of at
 least DOT_DEPTH) sends such a gemm to `tile.row_dots`, as `gemm_tiles.rows_as_dots` sends a
 static one, in K blocks whose rows of op(A) are read in place or packed into a scratch of
-DOT_PACK_BYTES. f32, one thread, against the tiles: `.t.n` 1 x 1 x 20000 15x faster, 4 x 4 x
-20000 14x, 1 x 256 x 256 4.9x, 1 x 2000 x 1000 2.6x; `.n.n` 1 x 1 x 20000 3.9x, 4 x 4 x 20000
-2.2x, 3 x 100 x 300 1.4x. Unlike a static gemm (`DOT_PACK_COLUMNS`), one of few columns takes
-them too where the pack gathers op(A)'s rows: the blocked path's tiles pack A as well.
+DOT_PACK_BYTES. f32, one thread, against the tiles: `.t.n` 1 x 1 x 20000 27x faster, 4 x 4 x
+20000 12x, 4 x 2000 x 1000 2.6x; `.n.n` 1 x 256 x 256 4x, 4 x 4 x 20000 2.4x. Unlike a static
+gemm (`DOT_PACK_COLUMNS`), one of few columns takes them too where the pack gathers op(A)'s
+rows: the blocked path's tiles pack A as well. The two nanokernels add 50-60 ms to the
+compile time of every gemm this test applies to (docs/benchmarks.md).
 """
 
 from __future__ import annotations
