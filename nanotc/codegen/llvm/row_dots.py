@@ -27,6 +27,7 @@ from nanotc.codegen.llvm.helpers import (
     load_scalar,
     minimum,
     mul,
+    round_down,
     store_scalar,
     sub,
 )
@@ -98,11 +99,11 @@ def _dot_products(
         return out
 
     init = [vec.zeros(t)] * (sums * chains)
-    chained = _whole_steps(b, depth, lanes * chains)
+    chained = round_down(b, depth, lanes * chains)
     acc = carried_loop(b, 0, chained, lanes * chains, init, chained_steps, name="dot",
                        unroll=False, aligned=True)  # fmt: skip
     acc = [_sum(b, acc[j::sums]) for j in range(sums)]
-    whole = _whole_steps(b, depth, lanes)  # the K values in whole vectors
+    whole = round_down(b, depth, lanes)  # the K values in whole vectors
     if chains > 1:
         acc = carried_loop(
             b, chained, whole, lanes, acc, lambda k, a: step(k, a, None), name="dot", unroll=False
@@ -123,14 +124,8 @@ def _clamped(e: FunctionEmitter, indices: range, valid: Value | None) -> list[Di
     return [i if i == 0 else minimum(e.b, i, last) for i in indices]
 
 
-def _whole_steps(b: ir.IRBuilder, depth: Dim, step: int) -> Dim:
-    """depth rounded down to a multiple of step."""
-    if isinstance(depth, int):
-        return depth // step * step
-    return b.mul(b.udiv(depth, const(step)), const(step))
-
-
 def _sum(b: ir.IRBuilder, vectors: list[ir.Value]) -> ir.Value:
+    """The chains' partial sums of one dot product, added in order."""
     total = vectors[0]
     for v in vectors[1:]:
         total = b.fadd(total, v)
@@ -212,9 +207,11 @@ def _store(e: FunctionEmitter, inst: TileRowDots, sums: ir.Value, columns: range
     beta = convert(b, e.value(inst.beta), inst.beta.type, element)
     row, col = e.index_value(inst.row), e.index_value(inst.col)
     count = len(columns) if inst.valid_cols is None else e.index_value(inst.valid_cols)
-    # a run-time count: LLVM would vectorise or unroll these few iterations, for compile time
-    rolled = inst.valid_cols is None
-    with for_range(b, 0, count, name="column", vectorize=rolled, unroll=rolled) as j:
+    # a run-time count stays a plain loop: LLVM would vectorise and unroll its few
+    # iterations, at the cost of compile time only
+    static_count = inst.valid_cols is None
+    with for_range(b, 0, count, name="column", vectorize=static_count,
+                   unroll=static_count) as j:  # fmt: skip
         column = add(b, col, b.add(j, const(columns.start)))
 
         def update(r: Dim) -> None:
