@@ -59,11 +59,13 @@ FULL: Shape = (PANEL, 2 * CHUNK)
 
 
 def amx_applies(g: Gemm, target: Target) -> bool:
-    """bf16 A and B into an f32 or bf16 C, not atomic, and either small enough for exact
-    tiles or not so small that packing into full 16 x 16 tiles costs more than vector
-    nanokernels would."""
+    """bf16 A and B into an f32 or bf16 C whose columns are contiguous (a tile's rows are
+    columns of C: a row stride other than 1, known or not, once had its tiles store C's
+    columns as if contiguous, over the rows between), not atomic, and either small enough
+    for exact tiles or not so small that packing into full 16 x 16 tiles costs more than
+    vector nanokernels would."""
     bf16 = g.a.type.element is ScalarType.BF16 and g.b.type.element is ScalarType.BF16
-    output = g.c.type.element in (ScalarType.F32, ScalarType.BF16)
+    output = g.c.type.element in (ScalarType.F32, ScalarType.BF16) and g.c.type.stride[0] == 1
     fits = small_tiles(g) is not None or not _tiny(g)
     return target.amx and bf16 and output and not g.atomic and fits
 

@@ -93,6 +93,29 @@ def test_amx_gemm_with_dynamic_sizes(shape: tuple[int, int, int], rng) -> None:
         check(text, arguments(*shape, "n", "n", "f32", beta, rng), depth=max(shape[2], 1))
 
 
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+@pytest.mark.parametrize("shape", [(2, 1, 5), (37, 20, 50), (300, 65, 513)], ids=str)
+def test_c_with_a_row_stride_takes_no_amx_tiles(shape: tuple[int, int, int], out: str,
+                                                rng) -> None:  # fmt: skip
+    """A C whose rows lie apart (every other row of a larger matrix) cannot be a tile's
+    rows: the vector paths compute it, and the rows between stay as they were. On the AMX
+    host its tiles once stored C as if its columns were contiguous."""
+    m, n, k = shape
+    strided = f"memref<{out}x?x?,strided<?,?>>"
+    text = f"""func @k(%A: memref<bf16x?x?>, %B: memref<bf16x?x?>, %C: {strided}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : f32, memref<bf16x?x?>, memref<bf16x?x?>, f32, {strided}
+}}"""
+    tiled = nanotc.compile(text, target="amx").tiled()
+    assert not uses(tiled, "tile.amx_gemm") and not uses(tiled, "tile.amx_small_gemm")
+    bf16 = ml_dtypes.bfloat16
+    a, b = (np.asfortranarray(rng.integers(-3, 4, s)).astype(bf16) for s in ((m, k), (k, n)))
+    big = np.full((2 * m, n), -7.0, dtype=bf16 if out == "bf16" else np.float32, order="F")
+    nanotc.compile(text)["k"](a, b, big[::2], group_size=1)
+    want = a.astype(np.float64) @ b.astype(np.float64)  # small integers: exact in bf16 sums
+    np.testing.assert_allclose(big[::2].astype(np.float64), want, rtol=1e-2 if out == "bf16" else 0)
+    assert np.all(big[1::2] == -7.0)
+
+
 Shape = tuple[int, int, int]
 
 
