@@ -9,8 +9,9 @@ lanes at the end, so their rounding differs from a sequential sum (as BLAS
 implementations' does). gemv.n runs as axpys down A's columns, accumulating into c, or where
 A's rows are contiguous (a row-major A) as gemv.t's dot products along them; ger as scaled
 copies of x down C's columns. A matrix whose columns hold 1 to 4 elements back to back
-(`SHORT_COLUMNS`: its leading dimension equals its rows) is instead read and written as whole
-vectors, a vector of columns at a time, the other operand's elements shuffled to match.
+(`SHORT_COLUMNS`; 8 too for gemv.n and ger, `SHORT_COLUMNS_BY_VECTORS`: its leading dimension
+equals its rows) is instead read and written as whole vectors, a vector of columns at a
+time, the other operand's elements shuffled to match.
 Row-major matrices run these loops on their transposed views
 (`blas`); an axpby between a column-major and a row-major matrix transposes blocks in
 registers (`transposed_axpby`).
