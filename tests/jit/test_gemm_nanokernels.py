@@ -244,6 +244,20 @@ def test_gathered_and_scattered_with_dynamic_strides(rng) -> None:
     run_case(case, "host", rng, [(1, 1, 1), (23, 17, 9), (8, 3, 70)])
 
 
+def test_lane_pointers_are_one_vector_getelementptr() -> None:
+    """A scatter's (or gather's) pointers are one getelementptr of a vector of lane offsets:
+    a pointer inserted per lane had made a gemm into a `strided<?,?>` C compile in 0.56 s
+    (0.26 s so). The pointers still reach vscatter."""
+    s, d = "memref<f32x?x?,strided<?,?>>", "memref<f32x?x?>"
+    text = f"""func @k(%A: {d}, %B: {d}, %C: {s}) {{
+  gemm.n.n 1.0, %A, %B, 0.5, %C : f32, {d}, {d}, f32, {s}
+}}"""
+    compilation = compiled(text, "avx512")
+    assert re.search(r"getelementptr float, ptr %\S+, <16 x i64>", compilation.llvm_ir)
+    assert "insertelement <16 x ptr>" not in compilation.llvm_ir
+    assert "vscatter" in compilation.assembly()
+
+
 ALPHA_BETA = {
     "a1b0": (1.0, 0.0),
     "a1b1": (1.0, 1.0),
