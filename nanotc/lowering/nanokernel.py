@@ -73,6 +73,17 @@ class Access(enum.Enum):
     STRIDED = "gather"
 
 
+class RowBlock(enum.Enum):
+    """Whether a strided C's tile is one block of memory in row-major order: its columns
+    adjacent and its rows as many elements apart as the tile has columns (the C^T of a C of
+    that many rows, `gemm_few_rows`). Such a tile interleaves its columns' vectors in
+    registers and stores whole vectors where it would scatter."""
+
+    NO = "no"
+    YES = "yes"
+    TESTED = "when C's row stride is the tile's columns"
+
+
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
 QUAD_PAIRS = 4
 QUAD_ELEMENTS = 4  # f32 elements of a B column in one 128-bit load (`fma_b_quads`)
@@ -118,6 +129,7 @@ class GemmNanokernel:
     b_quads: bool = False
     memory_bound: bool = False  # a gemm left to the hardware prefetchers (lowering.prefetch)
     a_fetched: bool = False  # A in L1, asked for by the tiles before (`tile.gemm.fetched`)
+    c_row_block: RowBlock = RowBlock.NO  # a strided C stored as a row-major block
     a_resident: bool = False  # A stays in L1 and K is long (`resident_a`)
     narrow_compute: bool = False  # a narrowed last vector computes at its own width too
     column_group: int = 0  # A resident: the columns go this many at a time (0: all at once)
@@ -254,7 +266,12 @@ class GemmNanokernel:
         )
         if self.accumulates_on_c:
             beta = ""
-        store = "vstore" if self.c_access is Access.CONTIGUOUS else "vscatter"
+        store = {
+            RowBlock.NO: "vstore" if self.c_access is Access.CONTIGUOUS else "vscatter",
+            RowBlock.YES: "vstore of the columns interleaved",
+            RowBlock.TESTED: f"vstore of the columns interleaved if C's row stride is {nr}, "
+            "else vscatter",
+        }[self.c_row_block]
         atomic = " atomically per element" if self.atomic else ""
         lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")
         return "\n".join(lines)
@@ -587,6 +604,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         split_pairs=split_pairs(inst, a_type, compute, k, rows, lanes, vectors) if not dot else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
+        c_row_block=c_row_block(c_type, inst.nr, dot or inst.atomic),
         a_prefetch_steps=a_prefetch_steps(k),
         b_quads=b_quads,
         tail_quads=tail_quads,
@@ -720,6 +738,22 @@ def fetches_c_ahead(inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int |
     views = (a_type, inst.b.type, inst.c.type)
     static = all(t.is_static for t in views)
     return not static or sum(t.size_in_bytes() for t in views) > target.l1_bytes
+
+
+ROW_BLOCK_COLUMNS = (1, 2, 4)  # the tile widths `vec.interleave_columns` takes
+
+
+def c_row_block(c_type: MemRefType, columns: int, excluded: bool) -> RowBlock:
+    """Whether a tile of `columns` columns of C is stored as a row-major block (`RowBlock`):
+    where C's columns are adjacent and its rows are not, always when that row stride is
+    static, else by a run-time test of it. Not for tiles on K pairs or atomic ones
+    (`excluded`)."""
+    rows, columns_stride = c_type.stride
+    if excluded or rows == 1 or columns_stride != 1 or columns not in ROW_BLOCK_COLUMNS:
+        return RowBlock.NO
+    if isinstance(rows, int):
+        return RowBlock.YES if rows == columns else RowBlock.NO
+    return RowBlock.TESTED
 
 
 def a_prefetch_steps(k: int | None) -> int:

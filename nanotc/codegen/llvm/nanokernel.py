@@ -53,12 +53,14 @@ from nanotc.lowering.nanokernel import (
     Access,
     Beta,
     GemmNanokernel,
+    RowBlock,
     plan,
 )
 from nanotc.lowering.prefetch import QUIET_LOOP_STEPS, later_bytes, lines_asked, lines_per_step
 
 Accumulators = list[ir.Value]  # index j * vectors + v
 Masks = list[ir.Value | None]
+_TileStore = Callable[[Accumulators, "_TileOfC", Beta, Masks], None]  # values, at, beta, masks
 KStep = Callable[[ir.Value, Accumulators], Accumulators]  # a K loop's body: k, accumulators
 OWN_COLUMN_REGISTERS = 8  # of the 16 general registers, beside A's, C's and the loop's
 GROUP_COLUMNS = 4  # a group's columns: its pointer plus 0, 1, 2 or 3 column strides
@@ -755,19 +757,83 @@ class NanokernelEmitter:
             self._store_tile(scaled, at, p.beta)
 
     def _store_tile(self, values: Accumulators, at: _TileOfC, beta: Beta) -> None:
-        """C := values (+ beta C), without masks where a run-time number of rows fills the
-        tile and the target's masked stores are not k-register ones: Zen 3 takes about 20
-        cycles per `vmaskmovps` store, and a generic target stores lane by lane."""
+        """C := values (+ beta C): as a row-major block where C is one (`RowBlock`, a run-time
+        test of its row stride where that is unknown), else by columns."""
+        block = self.p.c_row_block
+        if block is RowBlock.NO:
+            self._store_filled_or_not(values, at, beta, self._store_masked)
+            return
+        if block is RowBlock.YES:
+            self._store_filled_or_not(values, at, beta, self._store_row_block)
+            return
+        b = self.b
+        stride = as_value(b, at.c.stride[0])
+        adjacent = b.icmp_signed("==", stride, ir.Constant(stride.type, self.p.columns))
+        with b.if_else(adjacent) as (rows_adjacent, rows_apart):
+            with rows_adjacent:
+                self._store_filled_or_not(values, at, beta, self._store_row_block)
+            with rows_apart:
+                self._store_filled_or_not(values, at, beta, self._store_masked)
+
+    def _store_filled_or_not(self, values: Accumulators, at: _TileOfC, beta: Beta,
+                             store: _TileStore) -> None:  # fmt: skip
+        """`store` without masks where a run-time number of rows fills the tile and the
+        target's masked stores are not k-register ones: Zen 3 takes about 20 cycles per
+        `vmaskmovps` store, and a generic target stores lane by lane."""
         whole = self._whole_tile()
         if whole is None:
-            self._store_masked(values, at, beta, self.masks)
+            store(values, at, beta, self.masks)
             return
         unmasked = [None if _runtime(mask) else mask for mask in self.masks]
         with self.b.if_else(whole) as (filled, partial):
             with filled:
-                self._store_masked(values, at, beta, unmasked)
+                store(values, at, beta, unmasked)
             with partial:
-                self._store_masked(values, at, beta, self.masks)
+                store(values, at, beta, self.masks)
+
+    def _store_row_block(self, values: Accumulators, at: _TileOfC, beta: Beta,
+                         masks: Masks) -> None:  # fmt: skip
+        """C := values (+ beta C) where the tile is one row-major block of C (`RowBlock`):
+        each vector of rows interleaves its columns' vectors (`vec.interleave_columns`)
+        into as many whole vectors of the block, stored where a scatter would write each
+        element. Row masks become masks of the block's first rows x columns elements."""
+        p, b = self.p, self.b
+        c, element = at.c, at.c.type.element
+        origin = self._c_origin(c)
+        beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
+        stores = []
+        for v in range(p.vectors):
+            columns = [values[j * p.vectors + v] for j in range(p.columns)]
+            for u, value in enumerate(vec.interleave_columns(b, columns)):
+                first = (v * p.columns + u) * p.lanes
+                mask = self._row_block_mask(masks[v], first)
+                if mask is False:
+                    continue  # past the tile's static rows
+                ptr = element_ptr(b, origin, element, first)
+                if beta is not Beta.ZERO:
+                    old = vec.load(b, self.type, ptr, mask, element.size)
+                    value = (
+                        b.fadd(value, old)
+                        if beta_vector is None
+                        else vec.fma(b, beta_vector, old, value, p.fused)
+                    )
+                stores.append((value, ptr, mask))
+        for value, ptr, mask in stores:
+            vec.store(b, value, ptr, mask, element.size)
+
+    def _row_block_mask(self, row_mask: ir.Value | None, first: int) -> ir.Value | bool | None:
+        """The mask of the row block's elements from `first` on, of a vector whose rows'
+        mask is `row_mask` (None: all lanes; False: none, statically)."""
+        if row_mask is None:
+            return None
+        columns, lanes = self.p.columns, self.p.lanes
+        if self.p.rows is not None:
+            active = self.p.rows * columns - first
+            return False if active <= 0 else vec.static_mask(lanes, active)
+        rows = self.e.index_value(self.inst.rows)
+        return vec.dynamic_mask(
+            self.b, lanes, first, self.b.mul(rows, ir.Constant(rows.type, columns))
+        )
 
     def _whole_tile(self) -> ir.Value | None:
         """Whether the run-time number of rows fills the tile (None: no run-time mask, or

@@ -247,6 +247,31 @@ def interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value, count: int = 0) -
     return b.shuffle_vector(low, high, ir.Constant(vector_type(I32, 2 * n), order))
 
 
+def interleave_columns(b: ir.IRBuilder, columns: list[ir.Value]) -> list[ir.Value]:
+    """The lanes of 1, 2 or 4 equal vectors in row-major order: vectors whose concatenation
+    is columns[0][0], columns[1][0], ..., columns[0][1], columns[1][1], ... (the columns of
+    a register tile stored into a C whose rows are that many elements apart), by two-source
+    shuffles: one per vector for 2 columns, two for 4."""
+    if len(columns) == 1:
+        return columns
+    if len(columns) == 2:
+        return list(_zip(b, columns[0], columns[1]))
+    assert len(columns) == 4, "row-major blocks of 1, 2 or 4 columns"
+    even_low, even_high = _zip(b, columns[0], columns[2])
+    odd_low, odd_high = _zip(b, columns[1], columns[3])
+    return [*_zip(b, even_low, odd_low), *_zip(b, even_high, odd_high)]
+
+
+def _zip(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """x[0], y[0], x[1], y[1], ... over all their lanes, as two vectors of their width."""
+    lanes = x.type.count
+    t = vector_type(I32, lanes)
+    picks = [i // 2 + (lanes if i % 2 else 0) for i in range(lanes)]
+    low = b.shuffle_vector(x, y, ir.Constant(t, picks))
+    high = b.shuffle_vector(x, y, ir.Constant(t, [pick + lanes // 2 for pick in picks]))
+    return low, high
+
+
 def deinterleave(b: ir.IRBuilder, v: ir.Value) -> tuple[ir.Value, ir.Value]:
     """v's even lanes and its odd lanes, each a vector of half v's lanes (`interleave`'s
     inverse)."""
