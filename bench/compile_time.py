@@ -49,6 +49,7 @@ def cases() -> dict[str, str]:
         "W3 static 12544x64x147 f32": kernels.single("f32", 12544, 64, 147),
         "W1 dynamic column block f64": kernels.column_blocks("f64", 128),
         "dynamic gemm.t.n f32": kernels.dynamic("f32", "t.n"),
+        "dynamic gemm.n.t f32": kernels.dynamic("f32", "n.t"),
         "dynamic row-major A, B, C f32": kernels.dynamic("f32", row_major=True),
         "tall_and_skinny f32 N=16 K=64": recipe,
         # on AMX hosts: exact tiles, packed one iteration ahead (two copies of the loop)

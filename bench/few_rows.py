@@ -2,14 +2,15 @@
 
     OPENBLAS_NUM_THREADS=1 python -m bench.few_rows [--calls 100] [--runs 7]
 
-A C of one to four rows leaves a register tile's vectors mostly empty, a gemv.n or ger
-whose c has fewer rows than a vector spends its passes on masks, and a gemv.t on columns of a
-few elements ends each one's dot product in a sum across lanes: the cases here are those a
-hunt for performance cliffs found far slower than numpy or torch (docs/benchmarks.md), gemms
-of static sizes and of run-time ones. Each
-case is f32, its result checked against numpy's in float64 first; nanotc and its peer then
-run in alternating timings of `--calls` calls each, the median of `--runs` per side. The
-ratio is nanotc's time over the peer's (below 1: nanotc faster).
+A C of one to four rows leaves a register tile's vectors mostly empty (dot products along K
+take it where op(B) is B, tiles of C^T where op(B) is B^T), a gemv.n or ger whose c has
+fewer rows than a vector spends its passes on masks, and a gemv.t on columns of a few
+elements ends each one's dot product in a sum across lanes: the cases here are those a hunt
+for performance cliffs found far slower than numpy or torch (docs/benchmarks.md), gemms of
+static sizes and of run-time ones. Each case is f32, its result checked against numpy's in
+float64 first; nanotc and its peer then run in alternating timings of `--calls` calls each,
+the median of `--runs` per side. The ratio is nanotc's time over the peer's (below 1: nanotc
+faster).
 """
 
 from __future__ import annotations
@@ -42,24 +43,27 @@ def _memref(*shape: int | str) -> str:
 
 
 def _dots(ta: str, m: int, n: int, k: int, rng: np.random.Generator,
-          run_time: bool = False) -> Case:  # fmt: skip
-    """C (m x n) = op(A) B: dot products along K (`run_time`: a kernel of run-time sizes)."""
+          run_time: bool = False, tb: str = "n") -> Case:  # fmt: skip
+    """C (m x n) = op(A) op(B): dot products along K where op(B) is B, tiles of C^T where it
+    is B^T (`run_time`: a kernel of run-time sizes)."""
     a_shape = (k, m) if ta == "t" else (m, k)
-    a_t, b_t, c_t = _memref(*a_shape), _memref(k, n), _memref(m, n)
+    b_shape = (n, k) if tb == "t" else (k, n)
+    a_t, b_t, c_t = _memref(*a_shape), _memref(*b_shape), _memref(m, n)
     if run_time:
         a_t = b_t = c_t = _memref("?", "?")
     kernel = kernels.compiled(f"""func @g(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
-    gemm.{ta}.n 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
+    gemm.{ta}.{tb} 1.0, %A, %B, 0.0, %C : f32, {a_t}, {b_t}, f32, {c_t}
 }}""")
     a = np.asfortranarray(rng.standard_normal(a_shape, dtype=np.float32))
-    b = np.asfortranarray(rng.standard_normal((k, n), dtype=np.float32))
+    b = np.asfortranarray(rng.standard_normal(b_shape, dtype=np.float32))
     c, out = np.zeros((m, n), np.float32, order="F"), np.zeros((m, n), np.float32, order="F")
     op_a = a.T if ta == "t" else a
+    op_b = b.T if tb == "t" else b
     kernel(a, b, c, group_size=1, num_threads=1)
-    name = f"gemm.{ta}.n {m}x{n}x{k}" + (" (run-time sizes)" if run_time else "")
-    _check(c, op_a.astype(np.float64) @ b, k, name)
+    name = f"gemm.{ta}.{tb} {m}x{n}x{k}" + (" (run-time sizes)" if run_time else "")
+    _check(c, op_a.astype(np.float64) @ op_b, k, name)
     return Case(name, "numpy", lambda: kernel(a, b, c, group_size=1,
-                num_threads=1), lambda: np.matmul(op_a, b, out=out))  # fmt: skip
+                num_threads=1), lambda: np.matmul(op_a, op_b, out=out))  # fmt: skip
 
 
 def _row_vectors(batch: int, n: int, k: int, rng: np.random.Generator) -> Case:
@@ -128,6 +132,10 @@ def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
            _dots("t", 1, 1, 20000, rng, True), _dots("t", 4, 4, 20000, rng, True),
            _dots("n", 1, 256, 256, rng, True), _dots("n", 4, 4, 20000, rng, True),
            _dots("t", 4, 2000, 1000, rng, True),
+           *(_dots(ta, m, n, k, rng, run_time, tb="t") for run_time in (False, True)
+             for ta, m, n, k in (("n", 1, 256, 256), ("n", 4, 256, 256), ("n", 4, 64, 4096),
+                                 ("n", 1, 20000, 4), ("n", 4, 20000, 8), ("t", 2, 1024, 1024),
+                                 ("t", 4, 256, 256))),
            _gemv("n", 1, 20000, rng), _gemv("n", 8, 20000, rng), _gemv("n", 16, 20000, rng),
            _gemv("t", 1, 20000, rng), _gemv("t", 2, 20000, rng), _gemv("t", 3, 20000, rng),
            _gemv("t", 4, 20000, rng)]  # fmt: skip

@@ -91,6 +91,9 @@ written). It has no effect on values, never faults, and may address past an arra
 
 `tile.transposed X` is the matrix X^T as a view of X's memory: its shape and strides are X's
 reversed (the transposed problem of a gemm into a row-major C, `lowering.row_major`).
+
+`tile.stride X[mode]` is the element stride of a mode of the view X, read at run time (as
+`size` reads its extent).
 """
 
 from __future__ import annotations
@@ -366,6 +369,16 @@ class TileTransposed(Instruction):
         t = self.source.type
         assert isinstance(t, MemRefType) and t.order == 2
         return (t.transposed(),)
+
+
+class TileStride(Instruction):
+    name = "tile.stride"
+    source = operand()
+    mode = attribute(IntAttr())
+    syntax = "$source [ {mode} ] : type($source)"
+
+    def result_types(self) -> Sequence[Type]:
+        return (INDEX,)
 
 
 class TileMin(Instruction):

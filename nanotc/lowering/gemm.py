@@ -19,7 +19,12 @@ from nanotc.ir.values import Constant, Value
 from nanotc.lowering.choices import DEFAULT_OPTIONS, CompileOptions
 from nanotc.lowering.gemm_amx import AmxPath, amx_paths, tile_gemm_amx
 from nanotc.lowering.gemm_blocked import block_extent, needs_blocking, tile_gemm_blocked
-from nanotc.lowering.gemm_few_rows import few_rows_test, tile_few_rows
+from nanotc.lowering.gemm_few_rows import (
+    few_rows_test,
+    row_block_test,
+    tile_few_rows,
+    tile_row_block,
+)
 from nanotc.lowering.gemm_in_place import in_place_path, tile_gemm_in_place
 from nanotc.lowering.gemm_tiles import (
     Index,
@@ -67,10 +72,14 @@ def lower_gemm(
         return tile_row_dots(g, target)
     b = Builder(Region())
     few_rows = few_rows_test(b, g)
+    path = tile_few_rows
+    if few_rows is False:
+        few_rows = row_block_test(b, g, target)
+        path = tile_row_block
     if isinstance(few_rows, bool):
-        return tile_few_rows(g, target) if few_rows else _tiles(g, target, options)
+        return path(g, target) if few_rows else _tiles(g, target, options)
     branch = b.if_(few_rows)
-    branch.then.region.instructions.extend(tile_few_rows(g, target))
+    branch.then.region.instructions.extend(path(g, target))
     assert branch.otherwise is not None
     branch.otherwise.region.instructions.extend(_tiles(g, target, options))
     return b.region.instructions

@@ -1,23 +1,36 @@
-"""gemms of run-time sizes whose C may have a few rows: those rows as dot products along K.
+"""gemms whose C has a few rows, where register tiles of C would leave most lanes idle.
 
-A register tile's vectors run down C's columns, so a C of 1 to DOT_ROWS rows leaves most of
-their lanes idle, and a gemm of run-time sizes takes tiles 32 rows tall (the blocked path's).
-Where op(B)'s columns run along K in memory, a run-time test (M of 1 to DOT_ROWS, K of at
-least DOT_DEPTH) sends such a gemm to `tile.row_dots`, as `gemm_tiles.rows_as_dots` sends a
-static one, in K blocks whose rows of op(A) are read in place or packed into a scratch of
-DOT_PACK_BYTES. f32, one thread, against the tiles: `.t.n` 1 x 1 x 20000 27x faster, 4 x 4 x
-20000 12x, 4 x 2000 x 1000 2.6x; `.n.n` 1 x 256 x 256 4x, 4 x 4 x 20000 2.4x. Unlike a static
-gemm (`DOT_PACK_COLUMNS`), one of few columns takes them too where the pack gathers op(A)'s
-rows: the blocked path's tiles pack A as well. The two nanokernels add 50-60 ms to the
-compile time of every gemm this test applies to (docs/benchmarks.md).
+A register tile's vectors run down C's columns, so a C of 1 to DOT_ROWS rows fills a few
+lanes of each, and a gemm of run-time sizes takes tiles 32 rows tall. Two ways out, by where
+op(B) runs in memory:
+
+- **Dot products along K** (`few_rows_test`, `tile_few_rows`), where op(B)'s columns run
+  along K: a run-time test (M of 1 to DOT_ROWS, K of at least DOT_DEPTH) sends a gemm of
+  run-time sizes to `tile.row_dots`, as `gemm_tiles.rows_as_dots` sends a static one, in K
+  blocks whose rows of op(A) are read in place or packed into a scratch of DOT_PACK_BYTES.
+  f32, one thread, against the tiles: `.t.n` 1 x 1 x 20000 27x faster, 4 x 4 x 20000 12x,
+  4 x 2000 x 1000 2.6x; `.n.n` 1 x 256 x 256 4x, 4 x 4 x 20000 2.4x. Unlike a static gemm
+  (`DOT_PACK_COLUMNS`), one of few columns takes them too where the pack gathers op(A)'s
+  rows: the blocked path's tiles pack A as well. The two nanokernels add 50-60 ms to the
+  compile time of every gemm this test applies to (docs/benchmarks.md).
+- **Tiles of C^T** (`row_block_test`, `tile_row_block`), where op(B)'s rows run along N (a
+  `.t` B): C^T := op(B)^T op(A)^T has vectors along N, loaded from op(B)^T's columns, and a
+  column per row of C. Where C's elements are one block of memory (its columns M elements
+  apart) of 1, 2 or 4 rows, C^T is a row-major block of static width, whose tiles store
+  their columns interleaved as whole vectors (`nanokernel.RowBlock`). Static and run-time
+  sizes; f32, one thread, against the tiles of C (static, run-time): `.n.t` 1 x 256 x 256
+  3.7x, 6.6x faster; 4 x 256 x 256 2.2x, 3.5x; 4 x 64 x 4096 2.8x, 6x; 4 x 20000 x 8 1.7x,
+  2.4x; `.t.t` alike. A C of 3 rows, or one whose columns are further apart, keeps the tiles
+  of C: its C^T would be scattered. The three nanokernels of a run-time M add about 40 ms
+  to the compile time of such a gemm.
 """
 
 from __future__ import annotations
 
 from nanotc.ir.builder import Builder
 from nanotc.ir.core import Instruction, Region
-from nanotc.ir.instructions import BinaryOp, CmpCond, Gemm
-from nanotc.ir.tile import TileRowDots
+from nanotc.ir.instructions import BinaryOp, CmpCond, Expand, Fuse, Gemm
+from nanotc.ir.tile import TileRowDots, TileStride
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Value
 from nanotc.lowering.gemm_blocked import block_extent, first_block_beta, greater, logical
@@ -25,15 +38,29 @@ from nanotc.lowering.gemm_tiles import (
     DOT_DEPTH,
     DOT_ROWS,
     Index,
+    direct_micro,
     extent_values,
     gemm_extents,
     reads_rows_in_place,
+    restaged,
     row_dots_operands,
     rows_for_dots,
     stored,
+    tile_output,
+    tile_reserved,
 )
+from nanotc.lowering.nanokernel import ROW_BLOCK_COLUMNS, row_stride_is_unit
+from nanotc.lowering.register_tile import RegisterTile
+from nanotc.lowering.row_major import FLIPPED, transposed_problem
 from nanotc.targets import Target
 
+ROW_BLOCK_ROWS = ROW_BLOCK_COLUMNS
+"""C's row counts whose C^T is stored as a row-major block."""
+ROW_BLOCK_TILE_VECTORS = 4
+"""The vectors along N of a tile of C^T. f32 dynamic `.n.t`, one thread, us for 1 x 256 x
+256, 4 x 256 x 256, 4 x 64 x 4096, 4 x 20000 x 8 (compile time of the kernel): 4 vectors
+2.8, 5.2, 15.9, 17.9 (260 ms); 6 vectors 4.0, 6.0, 24.3, 18.2 (290 ms); 8 vectors 3.6, 8.7,
+61.6, 33.1 (316 ms)."""
 DOT_PACK_BYTES = 32 * 1024
 """The scratch holding op(A)'s rows over one K block: on the stack, within L1."""
 FEW_ROWS_COLUMNS = 2
@@ -114,3 +141,84 @@ class _Block:
             loop.add(TileRowDots, trans_b=g.trans_b, alpha=g.alpha, a=self.a, b=self.b,
                      beta=self.beta, c=g.c, row=0, col=col, rows=rows, valid_rows=valid_rows,
                      cols=width, valid_cols=valid_cols)  # fmt: skip
+
+
+def row_block_test(b: Builder, g: Gemm, target: Target) -> bool | Value:
+    """Whether g's C is taken as the tiles of its transpose (`tile_row_block`): a C of
+    ROW_BLOCK_ROWS rows whose elements are one block of memory (its columns that many
+    elements apart), at least a vector wide, under an op(B) whose rows run along N; a
+    run-time test where it depends on run-time sizes or strides."""
+    if not _row_block_operands(g):
+        return False
+    extent_m, extent_n, _ = extent_values(b, g)
+    rows = _one_of(b, extent_m, ROW_BLOCK_ROWS)
+    block = _equal(b, _column_stride(b, g.c), extent_m)
+    wide = greater(b, extent_n, target.lanes(g.c.type.element) - 1)
+    return logical(b, BinaryOp.AND, logical(b, BinaryOp.AND, rows, block), wide)
+
+
+def _row_block_operands(g: Gemm) -> bool:
+    """One floating-point type throughout, no atomic update, C's rows adjacent, and op(B)'s
+    rows contiguous along N (op(B)^T, the transposed problem's A, has contiguous columns)
+    where its columns are not along K (`row_dots_operands` takes those)."""
+    same = g.a.type.element is g.b.type.element is g.c.type.element
+    if not same or g.atomic or g.c.type.stride[0] != 1 or row_dots_operands(g):
+        return False
+    return row_stride_is_unit(g.b.type, FLIPPED[g.trans_b])
+
+
+def _column_stride(b: Builder, c: Value) -> Index:
+    stride = c.type.stride[1]
+    return stride if stride is not None else b.add(TileStride, source=c, mode=1)
+
+
+def _one_of(b: Builder, x: Index, values: tuple[int, ...]) -> bool | Value:
+    if isinstance(x, int):
+        return x in values
+    tests = [b.cmp(CmpCond.EQ, x, v) for v in values]
+    test = tests[0]
+    for other in tests[1:]:
+        test = b.arith(BinaryOp.OR, test, other)
+    return test
+
+
+def _equal(b: Builder, x: Index, y: Index) -> bool | Value:
+    if isinstance(x, int) and isinstance(y, int):
+        return x == y
+    return b.cmp(CmpCond.EQ, x, y)
+
+
+def tile_row_block(g: Gemm, target: Target) -> list[Instruction]:
+    """C^T := alpha op(B)^T op(A)^T + beta C^T where `row_block_test` holds: C viewed with
+    its static row count and column stride, so that its transpose is a row-major block
+    of static shape across, whose tiles (vectors along N, a column per row of C) store
+    whole vectors (`nanokernel.RowBlock`). A run-time M takes a branch per row count."""
+    b = Builder(Region())
+    m = g.c.type.shape[0]
+    if m is not None:
+        _row_block_tiles(b, g, m, target)
+        return b.region.instructions
+    extent_m = b.size(g.c, 0)
+    body = b
+    for rows in ROW_BLOCK_ROWS[:-1]:
+        branch = body.if_(body.cmp(CmpCond.EQ, extent_m, rows))
+        _row_block_tiles(branch.then, g, rows, target)
+        assert branch.otherwise is not None
+        body = branch.otherwise
+    _row_block_tiles(body, g, ROW_BLOCK_ROWS[-1], target)
+    return b.region.instructions
+
+
+def _row_block_tiles(b: Builder, g: Gemm, rows: int, target: Target) -> None:
+    _, extent_n, _ = extent_values(b, g)
+    flat = b.add(Fuse, source=g.c, first=0, last=1)
+    block = b.add(Expand, source=flat, mode=0, shape=[rows, extent_n])
+    transposed = transposed_problem(restaged(g, c=block))
+    b.region.instructions.extend(transposed[:-1])
+    t = transposed[-1]
+    assert isinstance(t, Gemm)
+    tile = RegisterTile(ROW_BLOCK_TILE_VECTORS, rows, target.lanes(g.c.type.element))
+    micro = direct_micro(t)
+    b.region.instructions.extend(
+        tile_output(t.c, gemm_extents(t), target, micro, tile_reserved(t, target), tile)
+    )

@@ -20,7 +20,7 @@ from nanotc.ir.tile import TileTransposed
 from nanotc.ir.types import MemRefType
 from nanotc.lowering.batch_reduce import batch_reduce_gemm
 
-_FLIPPED = {Transpose.N: Transpose.T, Transpose.T: Transpose.N}
+FLIPPED = {Transpose.N: Transpose.T, Transpose.T: Transpose.N}
 
 
 def transpose_row_major_gemms(func: Function) -> None:
@@ -45,7 +45,7 @@ def transposed_problem(g: Gemm) -> list[Instruction]:
     """C^T := alpha op(B)^T op(A)^T + beta C^T, on C's transposed view."""
     b = Builder(Region())
     c_t = b.add(TileTransposed, source=g.c)
-    b.region.append(Gemm(trans_a=_FLIPPED[g.trans_b], trans_b=_FLIPPED[g.trans_a],
+    b.region.append(Gemm(trans_a=FLIPPED[g.trans_b], trans_b=FLIPPED[g.trans_a],
                          atomic=g.atomic, alpha=g.alpha, a=g.b, b=g.a, beta=g.beta, c=c_t,
                          loc=g.loc))  # fmt: skip
     return b.region.instructions

@@ -1,16 +1,117 @@
-"""Tiles whose C is one block of memory in row-major order (`nanokernel.RowBlock`): which
-tiles store their columns interleaved as whole vectors, and the run-time test of a row
-stride in a batch-reduce tile's epilogue, against numpy."""
+"""A C of 1, 2 or 4 rows under an op(B) whose rows run along N (`gemm.?.t`, whose columns
+lie ldb apart): its transpose in register tiles along N (`lowering.gemm_few_rows`,
+`tile_row_block`), stored as a row-major block (`nanokernel.RowBlock`). Results against
+numpy for static and run-time sizes, every row count (3 and a C whose columns are not
+adjacent keep the register tiles of C), N around a vector, K short and long, alpha and
+beta, f32 and f64, on every target; the tiled IR and the nanokernels' machine code; and the
+run-time test of a row stride in a batch-reduce tile's epilogue."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 
+from nanotc.codegen import asm
 from nanotc.ir.types import MemRefType, ScalarType
+from nanotc.lowering.gemm_few_rows import ROW_BLOCK_ROWS
 from nanotc.lowering.nanokernel import RowBlock, c_row_block
 
 from .helpers import compiled
+from .test_gemm_blocked import DTYPES, check
+
+
+def gemm_text(ty: str, ta: str, shapes: tuple[str, str, str] | None = None) -> str:
+    a, b, c = shapes or (f"memref<{ty}x?x?>",) * 3
+    return f"""func @k(%alpha: {ty}, %A: {a}, %B: {b}, %beta: {ty}, %C: {c}) {{
+  gemm.{ta}.t %alpha, %A, %B, %beta, %C : {ty}, {a}, {b}, {ty}, {c}
+}}"""
+
+
+def run(compilation, ty: str, ta: str, shape: tuple[int, int, int], scalars: tuple[float, float],
+        rng, c_rows: int | None = None) -> None:  # fmt: skip
+    """C := alpha op(A) B^T + beta C against numpy; `c_rows`: C the first M rows of a
+    matrix of that many (columns c_rows apart)."""
+    m, n, k = shape
+    alpha, beta = scalars
+    dt = DTYPES[ty]
+    a = np.asfortranarray(rng.uniform(-1, 1, (k, m) if ta == "t" else (m, k)).astype(dt))
+    b = np.asfortranarray(rng.uniform(-1, 1, (n, k)).astype(dt))
+    whole = np.asfortranarray(rng.uniform(-1, 1, (c_rows or m, n)).astype(dt))
+    c = whole[:m]
+    want = alpha * ((a.T if ta == "t" else a).astype(np.float64) @ b.T) + beta * c
+    below = whole[m:].copy()
+    if beta == 0:
+        c[...] = np.nan  # beta 0 never reads C
+    compilation["k"](dt(alpha), a, b, dt(beta), c, group_size=1)
+    check(c, want, ty, k)
+    np.testing.assert_array_equal(whole[m:], below)  # the rows under C are not written
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_run_time_sizes(ty: str, ta: str, rng) -> None:
+    """Every row count to 5, N below, at and past a vector and the tiles' rows, K of 1 and
+    more; beta 0 (C not read), 1 and other."""
+    compilation = compiled(gemm_text(ty, ta))
+    for m in range(1, 6):
+        for n in (7, 8, 16, 17, 100):
+            run(compilation, ty, ta, (m, n, 9), (1.5, 0.0), rng)
+        for k in (1, 4, 300):
+            run(compilation, ty, ta, (m, 70, k), (-0.5, 2.0), rng)
+            run(compilation, ty, ta, (m, 33, k), (1.0, 1.0), rng)
+
+
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_columns_not_adjacent_keep_the_tiles_of_c(ta: str, rng) -> None:
+    """A C of the first rows of a taller matrix is no block of memory: the register tiles of
+    C compute it, and the rows under it stay as they were."""
+    compilation = compiled(gemm_text("f32", ta))
+    for m in ROW_BLOCK_ROWS:
+        run(compilation, "f32", ta, (m, 40, 50), (2.0, 0.5), rng, c_rows=m + 2)
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 256, 64), (2, 40, 9), (4, 37, 300), (4, 16, 1)])
+def test_static_sizes(ty: str, m: int, n: int, k: int, rng) -> None:
+    """A static C of 1, 2 or 4 rows: its transpose's tiles are as wide as C is tall."""
+    shapes = (f"memref<{ty}x{m}x{k}>", f"memref<{ty}x{n}x{k}>", f"memref<{ty}x{m}x{n}>")
+    compilation = compiled(gemm_text(ty, "n", shapes))
+    assert re.search(rf"tile\.gemm\.n\.t .* tile \d+ x {m} :", compilation.tiled())
+    run(compilation, ty, "n", (m, n, k), (0.5, -1.0), rng)
+
+
+@pytest.mark.parametrize("target", ["avx2", "generic"])
+def test_narrower_targets(target: str, rng) -> None:
+    """256-bit vectors with AVX2's masked stores, and the generic target's."""
+    compilation = compiled(gemm_text("f32", "n"), target)
+    for m in range(1, 5):
+        for n, k in ((8, 3), (31, 70), (100, 5)):
+            run(compilation, "f32", "n", (m, n, k), (1.5, 0.0), rng)
+            run(compilation, "f32", "n", (m, n, k), (-1.0, 0.5), rng)
+
+
+def test_the_run_time_test_and_its_tiles() -> None:
+    """A tile of each row count on C's transpose, a row-major block of that many columns
+    (a column vector for one row); the tiles of C remain for other sizes."""
+    tiled = compiled(gemm_text("f32", "n")).tiled()
+    assert "tile.stride %C[1]" in tiled
+    widths = re.findall(r"tile\.gemm\.n\.t .* tile \d+ x (\d+) : .*strided<(\d+),1>>", tiled)
+    assert sorted(widths) == [(str(m), str(m)) for m in ROW_BLOCK_ROWS]
+    assert re.search(r"tile\.gemm\.n\.t %alpha, %A, %B, .* tile 32 x \d+", tiled)
+
+
+def test_block_tiles_store_whole_vectors_without_spills() -> None:
+    """The 4-column tile of C^T: its K loop 16 zmm FMAs (4 vectors by 4 columns) with
+    nothing through the stack, its columns interleaved by two-source permutes and stored
+    as vectors, no scatter."""
+    text = gemm_text("f32", "n", ("memref<f32x4x?>", "memref<f32x?x?>", "memref<f32x4x?>"))
+    code = compiled(text, "avx512").assembly()
+    (loop,) = [loop for loop in asm.hot_loops(code, "k") if loop.count("vfmadd") == 16]
+    fmas = [i for i in loop.instructions if i.startswith("vfmadd")]
+    assert all("%zmm" in i for i in fmas) and loop.stack_accesses() == []
+    assert "vpermt2ps" in code and "vscatter" not in code
 
 
 @pytest.mark.parametrize("ldc", [4, 6])

@@ -47,7 +47,13 @@ from nanotc.ir.instructions import (
     Store,
     Subview,
 )
-from nanotc.ir.tile import TileDisjoint, TileLineLead, TilePrefetch, TileTransposed
+from nanotc.ir.tile import (
+    TileDisjoint,
+    TileLineLead,
+    TilePrefetch,
+    TileStride,
+    TileTransposed,
+)
 from nanotc.ir.types import MemRefType
 from nanotc.ir.values import Constant, Value
 
@@ -99,6 +105,12 @@ def _store(e: FunctionEmitter, inst: Store) -> None:
 def _size(e: FunctionEmitter, inst: Size) -> None:
     source: MemrefValue = e.value(inst.source)
     e.define(inst.result, as_value(e.b, source.shape[inst.mode]))
+
+
+@emits(TileStride)
+def _stride(e: FunctionEmitter, inst: TileStride) -> None:
+    source: MemrefValue = e.value(inst.source)
+    e.define(inst.result, as_value(e.b, source.stride[inst.mode]))
 
 
 @emits(Subview)

@@ -801,12 +801,13 @@ class NanokernelEmitter:
         c, element = at.c, at.c.type.element
         origin = self._c_origin(c)
         beta_vector = vec.splat(b, self._beta(), p.lanes) if beta is Beta.GENERAL else None
+        block_mask = self._row_block_masks(masks)
         stores = []
         for v in range(p.vectors):
             columns = [values[j * p.vectors + v] for j in range(p.columns)]
             for u, value in enumerate(vec.interleave_columns(b, columns)):
                 first = (v * p.columns + u) * p.lanes
-                mask = self._row_block_mask(masks[v], first)
+                mask = block_mask(v, first)
                 if mask is False:
                     continue  # past the tile's static rows
                 ptr = element_ptr(b, origin, element, first)
@@ -821,19 +822,29 @@ class NanokernelEmitter:
         for value, ptr, mask in stores:
             vec.store(b, value, ptr, mask, element.size)
 
-    def _row_block_mask(self, row_mask: ir.Value | None, first: int) -> ir.Value | bool | None:
-        """The mask of the row block's elements from `first` on, of a vector whose rows'
-        mask is `row_mask` (None: all lanes; False: none, statically)."""
-        if row_mask is None:
-            return None
-        columns, lanes = self.p.columns, self.p.lanes
-        if self.p.rows is not None:
-            active = self.p.rows * columns - first
-            return False if active <= 0 else vec.static_mask(lanes, active)
-        rows = self.e.index_value(self.inst.rows)
-        return vec.dynamic_mask(
-            self.b, lanes, first, self.b.mul(rows, ir.Constant(rows.type, columns))
-        )
+    def _row_block_masks(self, masks: Masks) -> Callable[[int, int], ir.Value | bool | None]:
+        """(vector of rows v, first element) -> the mask of the block's elements from that
+        one on, given the rows' `masks` (None: all lanes; False: none, statically). A
+        run-time count of rows splats rows x columns once; each mask is one compare of it
+        with the lanes' element numbers."""
+        p, b = self.p, self.b
+        lanes, columns = p.lanes, p.columns
+        count = None
+        if p.rows is None and any(mask is not None for mask in masks):
+            rows = self.e.index_value(self.inst.rows)
+            elements = b.trunc(b.mul(rows, ir.Constant(rows.type, columns)), I32)
+            count = vec.splat(b, elements, lanes)
+
+        def mask(v: int, first: int) -> ir.Value | bool | None:
+            if masks[v] is None:
+                return None
+            if p.rows is not None:
+                active = p.rows * columns - first
+                return False if active <= 0 else vec.static_mask(lanes, active)
+            numbers = ir.Constant(vec.vector_type(I32, lanes), list(range(first, first + lanes)))
+            return b.icmp_signed("<", numbers, count)
+
+        return mask
 
     def _whole_tile(self) -> ir.Value | None:
         """Whether the run-time number of rows fills the tile (None: no run-time mask, or
