@@ -258,6 +258,18 @@ def test_lane_pointers_are_one_vector_getelementptr() -> None:
     assert "vscatter" in compilation.assembly()
 
 
+def test_vectors_of_zeros_and_undefined_lanes_print_as_one_word() -> None:
+    """`zeroinitializer` and `undef`, not a lane each: such vectors were a tenth and then a
+    third of a dynamic gemm's LLVM IR text (formatted by llvmlite, parsed by LLVM)."""
+    d = "memref<f32x?x?>"
+    text = f"""func @k(%A: {d}, %B: {d}, %C: {d}) {{
+  gemm.n.t 1.0, %A, %B, 0.5, %C : f32, {d}, {d}, f32, {d}
+}}"""
+    llvm_ir = compiled(text, "avx512").llvm_ir
+    assert "<16 x float> zeroinitializer" in llvm_ir and "<16 x float> undef" in llvm_ir
+    assert not re.search(r"float (0x0|0\.0|undef), float", llvm_ir)
+
+
 ALPHA_BETA = {
     "a1b0": (1.0, 0.0),
     "a1b1": (1.0, 1.0),

@@ -21,16 +21,40 @@ def suffix(t: ir.VectorType) -> str:
     return f"v{t.count}{_SUFFIX[str(t.element)]}"
 
 
+class _Zeros(ir.Constant):
+    """A vector of zeros printed as LLVM's `zeroinitializer`, where llvmlite spells out each
+    lane (formatted in Python, parsed again by LLVM: zeros were a tenth of the text of a
+    gemm kernel's LLVM IR)."""
+
+    def __init__(self, t: ir.VectorType):
+        super().__init__(t, [ir.Constant(t.element, 0)] * t.count)
+
+    def _get_reference(self) -> str:
+        return "zeroinitializer"
+
+
 def zeros(t: ir.VectorType) -> ir.Constant:
-    return ir.Constant(t, [ir.Constant(t.element, 0)] * t.count)
+    return _Zeros(t)
+
+
+class _Undefined(ir.Constant):
+    """A vector of undefined lanes printed as LLVM's `undef` (`_Zeros`' reason)."""
+
+    def __init__(self, t: ir.VectorType):
+        super().__init__(t, ir.Undefined)
+
+    def _get_reference(self) -> str:
+        return "undef"
+
+
+def undefined(t: ir.VectorType) -> ir.Constant:
+    return _Undefined(t)
 
 
 def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     t = vector_type(scalar.type, lanes)
-    single = b.insert_element(ir.Constant(t, None), scalar, ir.Constant(I32, 0))
-    return b.shuffle_vector(
-        single, ir.Constant(t, None), ir.Constant(vector_type(I32, lanes), [0] * lanes)
-    )
+    single = b.insert_element(undefined(t), scalar, ir.Constant(I32, 0))
+    return b.shuffle_vector(single, undefined(t), zeros(vector_type(I32, lanes)))
 
 
 def bf16_high_halves(lanes: int) -> ir.Constant:
@@ -86,7 +110,7 @@ def low_lanes(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
     if lanes == v.type.count:
         return v
     picks = ir.Constant(vector_type(I32, lanes), list(range(lanes)))
-    return b.shuffle_vector(v, ir.Constant(v.type, None), picks)
+    return b.shuffle_vector(v, zeros(v.type), picks)
 
 
 def static_mask(lanes: int, active: int) -> ir.Constant | None:
