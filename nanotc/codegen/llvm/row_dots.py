@@ -11,8 +11,6 @@ for the 49th row.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from llvmlite import ir
 
 from nanotc.codegen.llvm import vector as vec
@@ -31,7 +29,7 @@ from nanotc.codegen.llvm.helpers import (
     store_scalar,
     sub,
 )
-from nanotc.codegen.llvm.types import I32, I64, PTR, Dim, MemrefValue, const, register_type
+from nanotc.codegen.llvm.types import I64, PTR, Dim, MemrefValue, const, register_type
 from nanotc.ir.instructions import Transpose
 from nanotc.ir.tile import TileRowDots
 from nanotc.ir.values import Value, is_literal
@@ -56,7 +54,7 @@ def _row_dots(e: FunctionEmitter, inst: TileRowDots) -> None:
 
 def _dot_products(
     e: FunctionEmitter, inst: TileRowDots, depth: Dim, columns: range
-) -> list[_Partial]:
+) -> list[vec.Partial]:
     """sum over k of a[r, k] * op(B)[k, col + j] for each row r and column j in `columns`,
     sum r * len(columns) + j, in the lanes of folded vectors."""
     b = e.b
@@ -113,7 +111,7 @@ def _dot_products(
             acc = step(whole, acc, vec.static_mask(lanes, depth - whole))
     else:  # a K block of run-time length: its last vector masked, maybe to nothing
         acc = step(whole, acc, vec.dynamic_mask(b, lanes, 0, as_value(b, sub(b, depth, whole))))
-    return _lane_sums(b, acc)
+    return vec.lane_sums(b, acc)
 
 
 def _clamped(e: FunctionEmitter, indices: range, valid: Value | None) -> list[Dim]:
@@ -132,32 +130,7 @@ def _sum(b: ir.IRBuilder, vectors: list[ir.Value]) -> ir.Value:
     return total
 
 
-class _Partial(NamedTuple):
-    """A vector whose lanes fall into len(owners) equal segments, segment i holding partial
-    sums of vector owners[i] (None: padding)."""
-
-    vector: ir.Value
-    owners: list[int | None]
-
-
-def _lane_sums(b: ir.IRBuilder, vectors: list[ir.Value]) -> list[_Partial]:
-    """Vectors whose lanes hold the sum of each given vector's lanes, in order (the last one
-    padded). Vectors are folded in pairs: each step adds the two halves of every segment of
-    two vectors into one vector (two shuffles and an add for two), until every lane holds
-    one whole sum: about 3 instructions per sum where folding each vector alone takes 8."""
-    lanes = vectors[0].type.count
-    partials = [_Partial(v, [i]) for i, v in enumerate(vectors)]
-    while len(partials[0].owners) < lanes:
-        paired = []
-        for first in range(0, len(partials), 2):
-            x = partials[first]
-            y = partials[first + 1] if first + 1 < len(partials) else _padding(x, lanes)
-            paired.append(_fold(b, x, y, lanes))
-        partials = paired
-    return partials
-
-
-def _spilled(e: FunctionEmitter, partials: list[_Partial]) -> ir.Value:
+def _spilled(e: FunctionEmitter, partials: list[vec.Partial]) -> ir.Value:
     """The sums in a stack buffer, sum i at element i: one vector store per folded vector
     (their owners run in order, padding last), so that C is updated in a loop."""
     b = e.b
@@ -171,29 +144,6 @@ def _spilled(e: FunctionEmitter, partials: list[_Partial]) -> ir.Value:
         at = b.gep(buffer, [ir.Constant(I64, partial.owners[0])], source_etype=vector_type.element)
         b.store(partial.vector, at, align=4)
     return buffer
-
-
-def _padding(like: _Partial, lanes: int) -> _Partial:
-    return _Partial(vec.zeros(like.vector.type), [None] * len(like.owners))
-
-
-def _fold(b: ir.IRBuilder, x: _Partial, y: _Partial, lanes: int) -> _Partial:
-    """Segments of x then of y, each half as long: the sums of their two halves."""
-    segment = lanes // len(x.owners)
-    half = segment // 2
-
-    def picks(offset: int) -> ir.Constant:
-        lanes_of = [
-            base + s * segment + offset + t
-            for base in (0, lanes)  # x's lanes, then y's (shufflevector numbering)
-            for s in range(len(x.owners))
-            for t in range(half)
-        ]
-        return ir.Constant(vec.vector_type(I32, lanes), lanes_of)
-
-    low = b.shuffle_vector(x.vector, y.vector, picks(0))
-    high = b.shuffle_vector(x.vector, y.vector, picks(half))
-    return _Partial(b.fadd(low, high), x.owners + y.owners)
 
 
 def _store(e: FunctionEmitter, inst: TileRowDots, sums: ir.Value, columns: range) -> None:

@@ -3,6 +3,8 @@ splat (broadcast), lane masks, masked/strided loads and stores, fused multiply-a
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from llvmlite import ir
 
 from nanotc.codegen.llvm import float16
@@ -55,6 +57,54 @@ def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     t = vector_type(scalar.type, lanes)
     single = b.insert_element(undefined(t), scalar, ir.Constant(I32, 0))
     return b.shuffle_vector(single, undefined(t), zeros(vector_type(I32, lanes)))
+
+
+class Partial(NamedTuple):
+    """A vector whose lanes fall into len(owners) equal segments, segment i holding partial
+    sums of vector owners[i] (None: padding)."""
+
+    vector: ir.Value
+    owners: list[int | None]
+
+
+def lane_sums(b: ir.IRBuilder, vectors: list[ir.Value]) -> list[Partial]:
+    """Vectors whose lanes hold the sum of each given vector's lanes, in order (the last one
+    padded). Vectors are folded in pairs: each step adds the two halves of every segment of
+    two vectors into one vector (two shuffles and an add for two), until every lane holds
+    one whole sum: about 3 instructions per sum where folding each vector alone takes 8."""
+    lanes = vectors[0].type.count
+    partials = [Partial(v, [i]) for i, v in enumerate(vectors)]
+    while len(partials[0].owners) < lanes:
+        paired = []
+        for first in range(0, len(partials), 2):
+            x = partials[first]
+            y = partials[first + 1] if first + 1 < len(partials) else _padding(x, lanes)
+            paired.append(_fold(b, x, y, lanes))
+        partials = paired
+    return partials
+
+
+def _padding(like: Partial, lanes: int) -> Partial:
+    return Partial(zeros(like.vector.type), [None] * len(like.owners))
+
+
+def _fold(b: ir.IRBuilder, x: Partial, y: Partial, lanes: int) -> Partial:
+    """Segments of x then of y, each half as long: the sums of their two halves."""
+    segment = lanes // len(x.owners)
+    half = segment // 2
+
+    def picks(offset: int) -> ir.Constant:
+        lanes_of = [
+            base + s * segment + offset + t
+            for base in (0, lanes)  # x's lanes, then y's (shufflevector numbering)
+            for s in range(len(x.owners))
+            for t in range(half)
+        ]
+        return ir.Constant(vector_type(I32, lanes), lanes_of)
+
+    low = b.shuffle_vector(x.vector, y.vector, picks(0))
+    high = b.shuffle_vector(x.vector, y.vector, picks(half))
+    return Partial(b.fadd(low, high), x.owners + y.owners)
 
 
 def bf16_high_halves(lanes: int) -> ir.Constant:
