@@ -137,8 +137,7 @@ def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
                                  ("n", 1, 20000, 4), ("n", 4, 20000, 8), ("t", 2, 1024, 1024),
                                  ("t", 4, 256, 256))),
            _gemv("n", 1, 20000, rng), _gemv("n", 8, 20000, rng), _gemv("n", 16, 20000, rng),
-           _gemv("t", 1, 20000, rng), _gemv("t", 2, 20000, rng), _gemv("t", 3, 20000, rng),
-           _gemv("t", 4, 20000, rng)]  # fmt: skip
+           *(_gemv("t", m, 20000, rng) for m in (1, 2, 3, 4, 8, 16))]  # fmt: skip
     if with_torch:
         out += [_row_vectors(50, 64, 64, rng), _row_vectors(50, 256, 256, rng),
                 _ger(1, 20000, rng), _ger(8, 20000, rng), _ger(16, 20000, rng)]  # fmt: skip

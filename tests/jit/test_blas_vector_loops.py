@@ -174,6 +174,53 @@ def test_short_columns_loop_shuffles_rows_out_of_whole_vectors() -> None:
         assert all("%zmm" in i for i in loop.instructions if i.startswith("vfmadd"))
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", DTYPES)
+def test_gemv_t_on_columns_of_a_vector(ty: str, target: str, rng) -> None:
+    """Columns of at most a vector's elements, at any leading dimension, run-time or static
+    rows: one vector load a column and sums across lanes folded a vector of columns at a
+    time; a column longer than a vector takes the column loops. Column counts around the
+    lanes, beta 0 (y not read) and not; nothing past y or A's columns is written."""
+    lanes = get(target).lanes(ScalarType(ty))
+    dtype, v = DTYPES[ty], f"memref<{ty}x?>"
+    for rows in (3, 5, lanes - 1, lanes, lanes + 1):
+        for m in (f"memref<{ty}x?x?>", f"memref<{ty}x{rows}x?,strided<1,?>>"):
+            body = SHORT_OPS["gemv.t"].format(t=ty, m=m, v=v)
+            text = f"func @g(%a: {m}, %x: {v}, %y: {v}, %beta: {ty}) {{\n  {body}\n}}"
+            kernel = compiled(text, target)["g"]
+            for n in (1, lanes - 1, lanes + 1, 3 * lanes + 2):
+                for lead in (rows, rows + 5):
+                    whole = np.asfortranarray(rng.uniform(-1, 1, (lead, n)).astype(dtype))
+                    a = whole[:rows]
+                    x = rng.uniform(-1, 1, rows).astype(dtype)
+                    y_whole = rng.uniform(-1, 1, n + 3).astype(dtype)
+                    y = y_whole[:n]
+                    for beta in (0.0, 0.5):
+                        expected, size = _short_op_expected("gemv.t", a, x, y, beta)
+                        if not beta:
+                            y[...] = np.nan
+                        before, y_before = whole.copy(), y_whole.copy()
+                        kernel(a, x, y, dtype(beta), group_size=1)
+                        ok = np.abs(y - expected) <= _tolerance(dtype, size, rows)
+                        assert np.all(ok), (rows, m, n, lead, beta)
+                        np.testing.assert_array_equal(whole, before)
+                        np.testing.assert_array_equal(y_whole[n:], y_before[n:])
+
+
+def test_gemv_t_columns_of_a_vector_fold_in_registers() -> None:
+    """8-row columns 11 apart: the loop multiplies 16 zmm vectors of columns by x and folds
+    their sums with permutes, all in registers."""
+    m, v = "memref<f32x8x?,strided<1,11>>", "memref<f32x?>"
+    text = f"""func @g(%a: {m}, %x: {v}, %y: {v}) {{
+  gemv.t 1.0, %a, %x, 0.0, %y : f32, {m}, {v}, f32, {v}
+}}"""
+    code = compiled(text, "avx512").assembly()
+    (loop,) = [loop for loop in asm.hot_loops(code, "g", "vmulps") if loop.count("vmulps") == 16]
+    assert loop.count("vperm") + loop.count("vshuf") + loop.count("vunpck") >= 8
+    assert loop.stack_accesses() == []
+    assert all("%zmm" in i for i in loop.instructions if i.startswith("vmulps"))
+
+
 def _gemv_n(ty: str, target: str, x_stride: str = "") -> nanotc.api.Compilation:
     m, v = f"memref<{ty}x?x?>", f"memref<{ty}x?>"
     xv = f"memref<{ty}x?,strided<?>>" if x_stride else v
