@@ -210,6 +210,9 @@ def tile_row_block(g: Gemm, target: Target) -> list[Instruction]:
 
 
 def _row_block_tiles(b: Builder, g: Gemm, rows: int, target: Target) -> None:
+    """The tiles of C^T for a C of `rows` rows: C fused into one mode and expanded again at
+    that static row count (its column stride, tested equal to it, becomes static), then the
+    transposed problem's tiles, as wide as C is tall."""
     _, extent_n, _ = extent_values(b, g)
     flat = b.add(Fuse, source=g.c, first=0, last=1)
     block = b.add(Expand, source=flat, mode=0, shape=[rows, extent_n])
