@@ -1,16 +1,16 @@
-"""Operations on a C (or c) of a few rows against numpy and torch, one thread.
+"""Operations on a C (or c) of a few rows or columns against numpy and torch, one thread.
 
     OPENBLAS_NUM_THREADS=1 python -m bench.few_rows [--calls 100] [--runs 7]
 
 A C of one to four rows leaves a register tile's vectors mostly empty (dot products along K
-take it where op(B) is B, tiles of C^T where op(B) is B^T), a gemv.n or ger whose c has
-fewer rows than a vector spends its passes on masks, and a gemv.t on columns of a few
-elements ends each one's dot product in a sum across lanes: the cases here are those a hunt
-for performance cliffs found far slower than numpy or torch (docs/benchmarks.md), gemms of
-static sizes and of run-time ones. Each case is f32, its result checked against numpy's in
-float64 first; nanotc and its peer then run in alternating timings of `--calls` calls each,
-the median of `--runs` per side. The ratio is nanotc's time over the peer's (below 1: nanotc
-faster).
+take it where op(B) is B, tiles of C^T where op(B) is B^T), a few columns of run-time count
+take single-column tiles, a gemv.n or ger whose c has fewer rows than a vector spends its
+passes on masks, and a gemv.t on columns of a few elements ends each one's dot product in a
+sum across lanes: the cases here are those a hunt for performance cliffs found far slower
+than numpy or torch (docs/benchmarks.md), gemms of static sizes and of run-time ones. Each
+case is f32, its result checked against numpy's in float64 first; nanotc and its peer then
+run in alternating timings of `--calls` calls each, the median of `--runs` per side. The
+ratio is nanotc's time over the peer's (below 1: nanotc faster).
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ def _memref(*shape: int | str) -> str:
     return kernels.memref("f32", *shape)
 
 
-def _dots(ta: str, m: int, n: int, k: int, rng: np.random.Generator,
+def _gemm(ta: str, m: int, n: int, k: int, rng: np.random.Generator,
           run_time: bool = False, tb: str = "n") -> Case:  # fmt: skip
-    """C (m x n) = op(A) op(B): dot products along K where op(B) is B, tiles of C^T where it
-    is B^T (`run_time`: a kernel of run-time sizes)."""
+    """C (m x n) = op(A) op(B) (`run_time`: a kernel of run-time sizes): for a few rows, dot
+    products along K where op(B) is B, tiles of C^T where it is B^T; for a few columns, the
+    direct path's single-column tiles."""
     a_shape = (k, m) if ta == "t" else (m, k)
     b_shape = (n, k) if tb == "t" else (k, n)
     a_t, b_t, c_t = _memref(*a_shape), _memref(*b_shape), _memref(m, n)
@@ -127,15 +128,16 @@ def _check(got: np.ndarray, want: np.ndarray, depth: int, what: str) -> None:
 
 
 def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
-    out = [_dots("t", 1, 1, 5000, rng), _dots("n", 1, 1, 5000, rng), _dots("t", 4, 4, 5000, rng),
-           _dots("t", 1, 64, 4096, rng), _dots("n", 2, 256, 1024, rng),
-           _dots("t", 1, 1, 20000, rng, True), _dots("t", 4, 4, 20000, rng, True),
-           _dots("n", 1, 256, 256, rng, True), _dots("n", 4, 4, 20000, rng, True),
-           _dots("t", 4, 2000, 1000, rng, True),
-           *(_dots(ta, m, n, k, rng, run_time, tb="t") for run_time in (False, True)
+    out = [_gemm("t", 1, 1, 5000, rng), _gemm("n", 1, 1, 5000, rng), _gemm("t", 4, 4, 5000, rng),
+           _gemm("t", 1, 64, 4096, rng), _gemm("n", 2, 256, 1024, rng),
+           _gemm("t", 1, 1, 20000, rng, True), _gemm("t", 4, 4, 20000, rng, True),
+           _gemm("n", 1, 256, 256, rng, True), _gemm("n", 4, 4, 20000, rng, True),
+           _gemm("t", 4, 2000, 1000, rng, True),
+           *(_gemm(ta, m, n, k, rng, run_time, tb="t") for run_time in (False, True)
              for ta, m, n, k in (("n", 1, 256, 256), ("n", 4, 256, 256), ("n", 4, 64, 4096),
                                  ("n", 1, 20000, 4), ("n", 4, 20000, 8), ("t", 2, 1024, 1024),
                                  ("t", 4, 256, 256))),
+           _gemm("n", 256, 4, 256, rng, True), _gemm("n", 1000, 3, 100, rng, True),
            _gemv("n", 1, 20000, rng), _gemv("n", 8, 20000, rng), _gemv("n", 16, 20000, rng),
            *(_gemv("t", m, 20000, rng) for m in (1, 2, 3, 4, 8, 16))]  # fmt: skip
     if with_torch:

@@ -60,6 +60,14 @@ DOT_ROWS = 4  # C rows past the last whole vector left to tile.row_dots, at most
 DOT_DEPTH = 64  # the least K for them
 DOT_PACK_COLUMNS = 32  # the least N for which C's rows gathered from A's columns are dots
 MIN_PEELED_LOOP = 3  # full column blocks from which the first leaves their loop
+SINGLE_COLUMN_VECTORS = 4
+"""The least vectors of the direct path's one-column tiles of a run-time N (`tile_block`):
+its tiles of 2 vectors kept 2 FMA chains, and each single column reads all of A. f32 `.n.n`
+at run-time sizes, one thread, us (2 vectors, 4, 8): 256x4x256 20.1, 14.3, 13.0;
+1000x3x100 22.0, 16.8, 15.9; 20000x3x8 39.3, 31.6, 29.9; 256x1x256 5.2, 4.2, 3.9; 64x5x64
+2.0, 1.9, 2.6 (8 vectors mask most of 128 rows); 100^3 16.5, 16.7, 16.3. Only where masked
+stores cost what plain ones do (k registers): on AVX2 LLVM merged such a tile's unmasked
+whole-tile stores into its `vmaskmovps` ones (`NanokernelEmitter._whole_tile`)."""
 MIN_LINED_UP_VECTORS = 32  # vectors of C's rows from which its tiles start on A's lines
 MIN_LINED_UP_DEPTH = 64  # and the least K for it
 MEMBER_NARROW_K = 16  # the least K of a member whose tiles `member_tile_model` narrows
@@ -124,8 +132,9 @@ def tile_gemm(
         micro = direct_micro(g, once, peel)
         half_tail = not dot_pairs(g, target)
         lined_up = g.a if lines_up_rows(g, target, tile) else None
+        single = SINGLE_COLUMN_VECTORS if half_tail and target.masked_memory else 0
         return tile_output(g.c, extents, target, micro, reserved, tile, peel, half_tail,
-                           lined_up)  # fmt: skip
+                           lined_up, single)  # fmt: skip
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
@@ -518,13 +527,15 @@ def tile_output(
     peel_first: bool = False,
     half_tail: bool = False,
     lined_up: Value | None = None,
+    single_vectors: int = 0,
 ) -> list[Instruction]:
     """Loops over the register tiles of C, calling `micro` for each (full and remainder);
     `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
     the analytical one. `peel_first`: the first column block outside the loop over them.
     `half_tail`: a run-time M ends in a tile of half the rows where it can. `lined_up`: the
     operand on whose vector boundaries (its lines' for vectors of a line) the row tiles of
-    a static M start (`tile_block`)."""
+    a static M start. `single_vectors`: the least vectors of a run-time N's one-column
+    tiles (`tile_block`)."""
     m, n, k = extents
     if tile is None:
         tile = choose(target, c.type.element, m, n, k, reserved)
@@ -536,7 +547,7 @@ def tile_output(
         line_lead = b.add(TileLineLead, source=lined_up)
         lead = b.index(BinaryOp.REM, line_lead, tile.lanes)
     tile_block(b, tile, rows, columns, micro, peel_first=peel_first, half_tail=half_tail,
-               lead=lead)  # fmt: skip
+               lead=lead, single_vectors=single_vectors)  # fmt: skip
     return b.region.instructions
 
 
@@ -552,19 +563,21 @@ def whole_blocks_end(b: Builder, m: int, start: Value, rows: int) -> Value:
 
 def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory,
                after: ColumnHook | None = None, peel_first: bool = False,
-               half_tail: bool = False, lead: Value | None = None) -> None:  # fmt: skip
+               half_tail: bool = False, lead: Value | None = None,
+               single_vectors: int = 0) -> None:  # fmt: skip
     """Cover an m x n block with register tiles of one shape and its remainder kernels (then
     `after` for each column block of them). `peel_first`: a static n's first column block
     is emitted outside the loop over the others (its tiles see column 0 as a number).
     `half_tail`: a run-time m ends in a tile of half the rows where its last rows fit
     (`_Tiler._run_time_rows`). `lead`: the rows before the first vector boundary of A's
     columns (`tile_output`), where a static m's row tiles then start
-    (`_Tiler._lined_up_rows`)."""
+    (`_Tiler._lined_up_rows`). `single_vectors`: a run-time n's one-column tiles are at
+    least that many vectors tall (`SINGLE_COLUMN_VECTORS`)."""
     tiler = _Tiler(tile, m, micro, after, half_tail, lead)
     if isinstance(n, int):
         _static_columns(b, tiler, n, peel_first)
     else:
-        _dynamic_columns(b, tiler, n)
+        _dynamic_columns(b, tiler, n, tiler.taller(single_vectors))
 
 
 class _Tiler:
@@ -579,6 +592,13 @@ class _Tiler:
         self.after = after
         self.half_tail = half_tail
         self.lead = lead
+
+    def taller(self, vectors: int) -> _Tiler:
+        """This tiler, or one of one-column tiles of `vectors` vectors where that is taller."""
+        if vectors <= self.tile.mv:
+            return self
+        tile = RegisterTile(vectors, 1, self.tile.lanes)
+        return _Tiler(tile, self.m, self.micro, self.after, lead=self.lead)
 
     def rows(self, b: Builder, col: Index, width: int) -> None:
         self._row_tiles(b, col, width)
@@ -683,10 +703,10 @@ def _static_columns(b: Builder, tiler: _Tiler, n: int, peel_first: bool = False)
         tiler.rows(b, full * nr, tail)
 
 
-def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value) -> None:
+def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value, singles: _Tiler) -> None:
     """Full nr-wide blocks, then the remainder (< nr columns): one half-width block if it
-    fits, then single columns. Two remainder kernels keep compile time low; the single
-    columns run at most nr/2 times."""
+    fits, then single columns (by `singles`' tiles). Two remainder kernels keep compile time
+    low; the single columns run at most nr/2 times."""
     nr = tiler.tile.nr
     full = b.index(BinaryOp.SUB, n, b.index(BinaryOp.REM, n, nr))
     with b.for_(0, full, nr) as (body, col):
@@ -703,4 +723,4 @@ def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value) -> None:
         col = b.index(BinaryOp.ADD, full, branch.results)
     if nr > 1:
         with b.for_(col, n, 1) as (body, column):
-            tiler.rows(body, column, 1)
+            singles.rows(body, column, 1)

@@ -23,6 +23,7 @@ from nanotc.codegen import asm
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.lowering.choices import CompileOptions, GemmChoice
+from nanotc.lowering.gemm_tiles import SINGLE_COLUMN_VECTORS
 from nanotc.lowering.register_tile import RegisterTile, choose, fits, holds_b_columns, small_gemm
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import gemm_sites
@@ -193,7 +194,8 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
     """A run-time M's last rows, where they fit half a tile's vectors, take a tile of those
     in the direct path's widest column blocks (32 x 13 -> 16 x 13 on Zen 4), behind a
     run-time test; its narrower column blocks, the blocked path's tiles (of a run-time M or
-    of a static one's blocks) and bf16 tiles on vdpbf16ps keep one kernel."""
+    of a static one's blocks) and bf16 tiles on vdpbf16ps keep one kernel. The direct
+    path's single columns are SINGLE_COLUMN_VECTORS tall (but bf16's)."""
 
     def tiles(inputs: str, output: str) -> list[str]:
         a, c = f"memref<{inputs}x?x?>", f"memref<{output}x?x?>"
@@ -204,10 +206,33 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
 
     # the blocked path's tiles on 64-row (f64: 32-row) packed panels first, then the direct
     assert tiles("f32", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "16 x 13", "32 x 6",
-                                   "32 x 1"]  # fmt: skip
+                                   f"{16 * SINGLE_COLUMN_VECTORS} x 1"]  # fmt: skip
     assert tiles("f64", "f64") == ["32 x 6", "32 x 3", "32 x 1", "16 x 13", "8 x 13", "16 x 6",
-                                   "16 x 1"]  # fmt: skip
+                                   f"{8 * SINGLE_COLUMN_VECTORS} x 1"]  # fmt: skip
     assert tiles("bf16", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "32 x 6", "32 x 1"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_single_columns_of_a_run_time_n_match_numpy(ty: str, target: str, rng) -> None:
+    """N past whole and half-width column blocks by 1 to 4 single columns, in tiles
+    SINGLE_COLUMN_VECTORS tall: M below, at and past such a tile, run-time and static."""
+    lanes = get(target).lanes(ScalarType(ty))
+    tall = SINGLE_COLUMN_VECTORS * lanes
+    rows = [1, lanes + 3, tall - 1, tall, tall + 5, 3 * tall + 1]
+    sizes = [(m, n, 37) for m in rows for n in (1, 3, 4, 17)]
+    run_case(Case("gemm", ("n", "n"), (ty,) * 3, ty, ("dynamic",) * 3), target, rng, sizes)
+    dtype = numpy_dtype(ScalarType(ty))
+    for m in (tall - 1, tall + 5):
+        a_t, b_t, c_t = f"memref<{ty}x{m}x37>", f"memref<{ty}x37x?>", f"memref<{ty}x{m}x?>"
+        text = f"""func @k(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 0.0, %C : {ty}, {a_t}, {b_t}, {ty}, {c_t}
+}}"""
+        a = np.asfortranarray(rng.uniform(-1, 1, (m, 37)).astype(dtype))
+        b = np.asfortranarray(rng.uniform(-1, 1, (37, 3)).astype(dtype))
+        c = np.full((m, 3), np.nan, dtype, order="F")
+        compiled(text, target)["k"](a, b, c, group_size=1)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("target", TARGETS)
