@@ -760,11 +760,9 @@ class NanokernelEmitter:
         """C := values (+ beta C): as a row-major block where C is one (`RowBlock`, a run-time
         test of its row stride where that is unknown), else by columns."""
         block = self.p.c_row_block
-        if block is RowBlock.NO:
-            self._store_filled_or_not(values, at, beta, self._store_masked)
-            return
-        if block is RowBlock.YES:
-            self._store_filled_or_not(values, at, beta, self._store_row_block)
+        if block is not RowBlock.TESTED:
+            store = self._store_row_block if block is RowBlock.YES else self._store_masked
+            self._store_filled_or_not(values, at, beta, store)
             return
         b = self.b
         stride = as_value(b, at.c.stride[0])
