@@ -137,7 +137,8 @@ def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
              for ta, m, n, k in (("n", 1, 256, 256), ("n", 4, 256, 256), ("n", 4, 64, 4096),
                                  ("n", 1, 20000, 4), ("n", 4, 20000, 8), ("t", 2, 1024, 1024),
                                  ("t", 4, 256, 256))),
-           _gemm("n", 256, 4, 256, rng, True), _gemm("n", 1000, 3, 100, rng, True),
+           *(_gemm("n", m, n, k, rng, True) for m, n, k in ((256, 4, 256), (256, 6, 256),
+                                                            (1000, 3, 100), (1000, 8, 100))),
            _gemv("n", 1, 20000, rng), _gemv("n", 8, 20000, rng), _gemv("n", 16, 20000, rng),
            *(_gemv("t", m, 20000, rng) for m in (1, 2, 3, 4, 8, 16))]  # fmt: skip
     if with_torch:

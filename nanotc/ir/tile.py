@@ -12,6 +12,9 @@ parser does not accept them.
 
 with the accumulators of an `mr x nr` register tile (`mr` a multiple of the vector length,
 `rows <= mr`, the rows beyond `rows` masked off) held in vector registers for the whole K loop.
+With `tile mr x nr valid v` (a run-time count of at most nr), the columns from v on read and
+write column v - 1 again: they compute its values and store them over it, so one nanokernel
+covers a run-time number of columns (never for atomic tiles, which would add twice).
 Its optional `next a/b/c` views are the next batch member's operands: the K loop prefetches
 this tile's share of their cache lines into L1 (`nanotc.lowering.prefetch`). With `later d`,
 the same K steps ask for the same lines of the member d groups after the next one into L2.
@@ -161,6 +164,7 @@ class TileGemm(Instruction):
     rows = operand(**_INDEX)
     mr = attribute(IntAttr())
     nr = attribute(IntAttr())
+    valid_cols = optional_operand(**_INDEX)  # of the nr: the others repeat the last one
     next_a = optional_operand()
     next_b = optional_operand()
     next_c = optional_operand()
@@ -168,7 +172,8 @@ class TileGemm(Instruction):
     syntax = (
         "{trans_a}{trans_b}{atomic}{pairs}{padded}{fetched}{resident} "
         "$alpha , $a , $b , $beta , $c [ $row , $col ] "
-        "rows $rows tile {mr} x {nr} ( next a $next_a )? ( next b $next_b )? "
+        "rows $rows tile {mr} x {nr} ( valid $valid_cols )? ( next a $next_a )? "
+        "( next b $next_b )? "
         "( next c $next_c )? ( later {later} )? : " + _TILE_TYPES
     )
 

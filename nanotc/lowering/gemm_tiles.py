@@ -68,6 +68,12 @@ at run-time sizes, one thread, us (2 vectors, 4, 8): 256x4x256 20.1, 14.3, 13.0;
 2.0, 1.9, 2.6 (8 vectors mask most of 128 rows); 100^3 16.5, 16.7, 16.3. Only where masked
 stores cost what plain ones do (k registers): on AVX2 LLVM merged such a tile's unmasked
 whole-tile stores into its `vmaskmovps` ones (`NanokernelEmitter._whole_tile`)."""
+COUNTED_COLUMNS = 4
+"""The widest tiles of a run-time N's last columns, each taking its count of them at run
+time (`tile.gemm ... valid`), on the direct path. Half a block and then one-column tiles had
+read all of A once per column. f32 `.n.n` at run-time sizes, one thread, us, before and
+after: 256x4x256 10.4, 5.8; 256x3x256 11.3, 8.2; 1000x4x100 22.6, 7.8; 1000x8x100 42.9,
+14.8; 256x6x256 7.0, 9.6 (the half block had fit those six)."""
 MIN_LINED_UP_VECTORS = 32  # vectors of C's rows from which its tiles start on A's lines
 MIN_LINED_UP_DEPTH = 64  # and the least K for it
 MEMBER_NARROW_K = 16  # the least K of a member whose tiles `member_tile_model` narrows
@@ -104,6 +110,9 @@ def extent_values(b: Builder, g: Gemm) -> tuple[Index, Index, Index]:
 
 MicroFactory = Callable[[Builder, "Index", "Index", "Index", int, int], None]
 """Emits one microkernel: (builder, row, col, rows, mr, nr)."""
+CountedMicro = Callable[[Builder, "Index", "Index", "Index", int, int, "Index | None"], None]
+"""Emits one microkernel of a run-time count of its nr columns: (builder, row, col, rows,
+mr, nr, count), the columns past the count repeating the last one (`tile.gemm ... valid`)."""
 
 
 def tile_gemm(
@@ -133,8 +142,10 @@ def tile_gemm(
         half_tail = not dot_pairs(g, target)
         lined_up = g.a if lines_up_rows(g, target, tile) else None
         single = SINGLE_COLUMN_VECTORS if half_tail and target.masked_memory else 0
+        # an atomic tile would add its repeated columns twice
+        counted = micro if half_tail and not g.atomic else None
         return tile_output(g.c, extents, target, micro, reserved, tile, peel, half_tail,
-                           lined_up, single)  # fmt: skip
+                           lined_up, single, counted)  # fmt: skip
     tiled = direct_model_extents(g, target)
     tile = register_tile_for(options, sig, target, g.c.type.element, tiled, reserved)
     return _tiles_and_row_dots(g, tile, direct_micro(g), tiled)
@@ -251,13 +262,14 @@ def direct_micro(g: Gemm, a_once: bool = False, peeled: bool = False,
     (the remainder's), and those of the loop over the blocks where the first block is
     `peeled` out of it. `resident`: the tiles hold A's K pairs (`resident_pairs_tile`)."""
 
-    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+    def micro(b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int,
+              count: Index | None = None) -> None:  # fmt: skip
         looped = not isinstance(col, int)
         first = col == 0 if not looped else not peeled
         b.add(
             TileGemm, trans_a=g.trans_a, trans_b=g.trans_b, atomic=g.atomic, alpha=g.alpha,
             a=g.a, b=g.b, beta=g.beta, c=g.c, row=row, col=col, rows=rows, mr=mr, nr=nr,
-            fetched=a_once and not first, resident=resident,
+            valid_cols=count, fetched=a_once and not first, resident=resident,
         )  # fmt: skip
 
     return micro
@@ -528,6 +540,7 @@ def tile_output(
     half_tail: bool = False,
     lined_up: Value | None = None,
     single_vectors: int = 0,
+    counted: CountedMicro | None = None,
 ) -> list[Instruction]:
     """Loops over the register tiles of C, calling `micro` for each (full and remainder);
     `reserved` vector registers stay free for the epilogue. `tile` (a tuned choice) replaces
@@ -535,7 +548,7 @@ def tile_output(
     `half_tail`: a run-time M ends in a tile of half the rows where it can. `lined_up`: the
     operand on whose vector boundaries (its lines' for vectors of a line) the row tiles of
     a static M start. `single_vectors`: the least vectors of a run-time N's one-column
-    tiles (`tile_block`)."""
+    tiles (`tile_block`), and `counted` its counted tiles' microkernel."""
     m, n, k = extents
     if tile is None:
         tile = choose(target, c.type.element, m, n, k, reserved)
@@ -547,7 +560,7 @@ def tile_output(
         line_lead = b.add(TileLineLead, source=lined_up)
         lead = b.index(BinaryOp.REM, line_lead, tile.lanes)
     tile_block(b, tile, rows, columns, micro, peel_first=peel_first, half_tail=half_tail,
-               lead=lead, single_vectors=single_vectors)  # fmt: skip
+               lead=lead, single_vectors=single_vectors, counted=counted)  # fmt: skip
     return b.region.instructions
 
 
@@ -564,20 +577,21 @@ def whole_blocks_end(b: Builder, m: int, start: Value, rows: int) -> Value:
 def tile_block(b: Builder, tile: RegisterTile, m: Index, n: Index, micro: MicroFactory,
                after: ColumnHook | None = None, peel_first: bool = False,
                half_tail: bool = False, lead: Value | None = None,
-               single_vectors: int = 0) -> None:  # fmt: skip
+               single_vectors: int = 0, counted: CountedMicro | None = None) -> None:  # fmt: skip
     """Cover an m x n block with register tiles of one shape and its remainder kernels (then
     `after` for each column block of them). `peel_first`: a static n's first column block
     is emitted outside the loop over the others (its tiles see column 0 as a number).
     `half_tail`: a run-time m ends in a tile of half the rows where its last rows fit
     (`_Tiler._run_time_rows`). `lead`: the rows before the first vector boundary of A's
     columns (`tile_output`), where a static m's row tiles then start
-    (`_Tiler._lined_up_rows`). `single_vectors`: a run-time n's one-column tiles are at
-    least that many vectors tall (`SINGLE_COLUMN_VECTORS`)."""
+    (`_Tiler._lined_up_rows`). `single_vectors`: a run-time n's one-column tiles (and its
+    counted ones) are at least that many vectors tall (`SINGLE_COLUMN_VECTORS`). `counted`:
+    the microkernel of a run-time n's counted tiles (`COUNTED_COLUMNS`), where it has one."""
     tiler = _Tiler(tile, m, micro, after, half_tail, lead)
     if isinstance(n, int):
         _static_columns(b, tiler, n, peel_first)
     else:
-        _dynamic_columns(b, tiler, n, tiler.taller(single_vectors))
+        _dynamic_columns(b, tiler, n, tiler.taller(single_vectors), counted)
 
 
 class _Tiler:
@@ -599,6 +613,11 @@ class _Tiler:
             return self
         tile = RegisterTile(vectors, 1, self.tile.lanes)
         return _Tiler(tile, self.m, self.micro, self.after, lead=self.lead)
+
+    def counting(self, counted: CountedMicro, count: Index) -> _Tiler:
+        """This tiler with tiles of `counted`, of `count` columns each."""
+        micro: MicroFactory = partial(_with_count, counted, count)
+        return _Tiler(self.tile, self.m, micro, self.after, self.half_tail, self.lead)
 
     def rows(self, b: Builder, col: Index, width: int) -> None:
         self._row_tiles(b, col, width)
@@ -703,14 +722,24 @@ def _static_columns(b: Builder, tiler: _Tiler, n: int, peel_first: bool = False)
         tiler.rows(b, full * nr, tail)
 
 
-def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value, singles: _Tiler) -> None:
-    """Full nr-wide blocks, then the remainder (< nr columns): one half-width block if it
-    fits, then single columns (by `singles`' tiles). Two remainder kernels keep compile time
-    low; the single columns run at most nr/2 times."""
+def _with_count(counted: CountedMicro, count: Index, b: Builder, row: Index, col: Index,
+                rows: Index, mr: int, nr: int) -> None:  # fmt: skip
+    counted(b, row, col, rows, mr, nr, count)
+
+
+def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value, singles: _Tiler,
+                     counted: CountedMicro | None) -> None:  # fmt: skip
+    """Full nr-wide blocks, then the remainder (< nr columns): in counted tiles where there
+    are some (`_counted_columns`), else one half-width block if it fits, then single
+    columns (by `singles`' tiles). Two remainder kernels keep compile time low."""
     nr = tiler.tile.nr
     full = b.index(BinaryOp.SUB, n, b.index(BinaryOp.REM, n, nr))
     with b.for_(0, full, nr) as (body, col):
         tiler.rows(body, col, nr)
+    width = min(COUNTED_COLUMNS, nr - 1)
+    if counted is not None and width > 1:
+        _counted_columns(b, singles, n, full, width, counted)
+        return
     col: Value = full
     half = nr // 2
     if half > 1:
@@ -724,3 +753,21 @@ def _dynamic_columns(b: Builder, tiler: _Tiler, n: Value, singles: _Tiler) -> No
     if nr > 1:
         with b.for_(col, n, 1) as (body, column):
             singles.rows(body, column, 1)
+
+
+def _counted_columns(b: Builder, tiler: _Tiler, n: Value, start: Value, width: int,
+                     counted: CountedMicro) -> None:  # fmt: skip
+    """Columns `start` to n in tiles of `width` columns, the last taking the count left
+    (`tile.gemm ... valid`), except that one column left over is a one-column tile's: a
+    counted tile would run `width` columns of FMAs for it. Each of these tiles reads A
+    once, where single columns read it once per column."""
+    one_left = b.cmp(CmpCond.EQ, b.index(BinaryOp.REM, b.index(BinaryOp.SUB, n, start), width), 1)
+    branch = b.if_(one_left, returns=[INDEX])
+    branch.then.yield_(b.const(1, INDEX))
+    assert branch.otherwise is not None
+    branch.otherwise.yield_(b.const(0, INDEX))
+    end = b.index(BinaryOp.SUB, n, branch.results)
+    with b.for_(start, end, width) as (body, col):
+        count = body.add(TileMin, lhs=body.index(BinaryOp.SUB, end, col), rhs=width)
+        tiler.counting(counted, count).rows(body, col, width)
+    tiler.rows(b.if_(one_left).then, end, 1)

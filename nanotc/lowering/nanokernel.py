@@ -554,6 +554,9 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     k = _depth(inst, a_type)
     rows = _constant(inst.rows)
     dot = uses_bf16_dot(inst, target, a_type, compute)
+    # columns past a run-time count repeat the last one, which a row block would not
+    counted = isinstance(inst, TileGemm) and inst.valid_cols is not None
+    assert not (counted and (inst.atomic or dot)), "a counted tile adds its last column twice"
     full = target.lanes(compute)
     lanes = full if rows is None else narrowest_lanes(int(rows), compute, full)
     vectors = 1 if lanes < full else inst.mr // lanes
@@ -604,7 +607,7 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         split_pairs=split_pairs(inst, a_type, compute, k, rows, lanes, vectors) if not dot else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
-        c_row_block=c_row_block(c_type, inst.nr, dot or inst.atomic),
+        c_row_block=c_row_block(c_type, inst.nr, dot or inst.atomic or counted),
         a_prefetch_steps=a_prefetch_steps(k),
         b_quads=b_quads,
         tail_quads=tail_quads,

@@ -23,7 +23,7 @@ from nanotc.codegen import asm
 from nanotc.ir.printer import print_program
 from nanotc.ir.types import ScalarType, numpy_dtype
 from nanotc.lowering.choices import CompileOptions, GemmChoice
-from nanotc.lowering.gemm_tiles import SINGLE_COLUMN_VECTORS
+from nanotc.lowering.gemm_tiles import COUNTED_COLUMNS, SINGLE_COLUMN_VECTORS
 from nanotc.lowering.register_tile import RegisterTile, choose, fits, holds_b_columns, small_gemm
 from nanotc.targets import Target, get
 from nanotc.tuning.tuner import gemm_sites
@@ -195,7 +195,8 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
     in the direct path's widest column blocks (32 x 13 -> 16 x 13 on Zen 4), behind a
     run-time test; its narrower column blocks, the blocked path's tiles (of a run-time M or
     of a static one's blocks) and bf16 tiles on vdpbf16ps keep one kernel. The direct
-    path's single columns are SINGLE_COLUMN_VECTORS tall (but bf16's)."""
+    path's last columns (counted ones, then a single one) are SINGLE_COLUMN_VECTORS tall
+    (but bf16's, whose last columns are half a block and single ones)."""
 
     def tiles(inputs: str, output: str) -> list[str]:
         a, c = f"memref<{inputs}x?x?>", f"memref<{output}x?x?>"
@@ -205,18 +206,20 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
         return re.findall(r"tile (\d+ x \d+)", nanotc.compile(text, target=ZEN4).tiled())
 
     # the blocked path's tiles on 64-row (f64: 32-row) packed panels first, then the direct
-    assert tiles("f32", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "16 x 13", "32 x 6",
-                                   f"{16 * SINGLE_COLUMN_VECTORS} x 1"]  # fmt: skip
-    assert tiles("f64", "f64") == ["32 x 6", "32 x 3", "32 x 1", "16 x 13", "8 x 13", "16 x 6",
-                                   f"{8 * SINGLE_COLUMN_VECTORS} x 1"]  # fmt: skip
+    tall = SINGLE_COLUMN_VECTORS
+    assert tiles("f32", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "16 x 13",
+                                   f"{16 * tall} x {COUNTED_COLUMNS}", f"{16 * tall} x 1"]  # fmt: skip
+    assert tiles("f64", "f64") == ["32 x 6", "32 x 3", "32 x 1", "16 x 13", "8 x 13",
+                                   f"{8 * tall} x {COUNTED_COLUMNS}", f"{8 * tall} x 1"]  # fmt: skip
     assert tiles("bf16", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "32 x 6", "32 x 1"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ty", ["f32", "f64"])
 def test_single_columns_of_a_run_time_n_match_numpy(ty: str, target: str, rng) -> None:
-    """N past whole and half-width column blocks by 1 to 4 single columns, in tiles
-    SINGLE_COLUMN_VECTORS tall: M below, at and past such a tile, run-time and static."""
+    """N past whole column blocks by 1 to 4 columns, in tiles SINGLE_COLUMN_VECTORS tall
+    (counted ones and a single one): M below, at and past such a tile, run-time and
+    static."""
     lanes = get(target).lanes(ScalarType(ty))
     tall = SINGLE_COLUMN_VECTORS * lanes
     rows = [1, lanes + 3, tall - 1, tall, tall + 5, 3 * tall + 1]
@@ -233,6 +236,40 @@ def test_single_columns_of_a_run_time_n_match_numpy(ty: str, target: str, rng) -
         c = np.full((m, 3), np.nan, dtype, order="F")
         compiled(text, target)["k"](a, b, c, group_size=1)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("layouts", [("dynamic",) * 3, ("rowmajor", "strided", "strided")], ids=str)
+def test_counted_columns_of_a_run_time_n_match_numpy(layouts: tuple[str, ...], target: str,
+                                                    rng) -> None:  # fmt: skip
+    """Every count of a run-time N's last columns past the whole blocks (`tile.gemm ...
+    valid`: the columns past the count repeat the last one): every argument's whole memory
+    against the reference evaluator (nothing past C's columns or rows written), alpha and
+    beta (beta 0 never reads C; a repeated column does not add beta C twice)."""
+    for ty in ("f32", "f64"):
+        nr = choose(get(target), ScalarType(ty), None, None, None).nr
+        sizes = [(m, nr * blocks + left, 21) for blocks in (0, 1) for left in range(1, nr)
+                 for m in (5, 70)]  # fmt: skip
+        run_case(Case("gemm", ("n", "n"), (ty,) * 3, ty, layouts), target, rng, sizes)
+
+
+def test_counted_columns_repeat_the_last_one() -> None:
+    """The direct path's counted tile on Zen 4: its columns past the count read op(B) and
+    C at the last counted column, and the K
+    loop (a broadcast per column) keeps its FMAs on zmm registers without stack accesses."""
+    text = """func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %C: memref<f32x?x?>) {
+  gemm.n.n 1.0, %A, %B, 1.0, %C : f32, memref<f32x?x?>, memref<f32x?x?>, f32, memref<f32x?x?>
+}"""
+    compilation = nanotc.compile(text, target=ZEN4)
+    counted = re.findall(r"tile (\d+) x (\d+) valid", compilation.tiled())
+    assert counted == [(str(16 * SINGLE_COLUMN_VECTORS), str(COUNTED_COLUMNS))]
+    fmas = SINGLE_COLUMN_VECTORS * COUNTED_COLUMNS
+    (loop,) = [
+        loop
+        for loop in asm.hot_loops(compilation.assembly(), "k")
+        if loop.count("vfmadd") == fmas and loop.count("vbroadcastss") == COUNTED_COLUMNS
+    ]
+    assert loop.registers("zmm") and not loop.registers("ymm") and loop.stack_accesses() == []
 
 
 @pytest.mark.parametrize("target", TARGETS)

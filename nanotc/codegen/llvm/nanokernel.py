@@ -206,6 +206,8 @@ class NanokernelEmitter:
         ]
         self.row = e.dim(inst.row)
         self.col = add(e.b, e.dim(inst.col), first_column)
+        self.first_column = first_column
+        self.last_column = self._last_column(inst, first_column)
         self._c_origins: dict[tuple[int, int, int], ir.Value] = {}
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
@@ -215,6 +217,23 @@ class NanokernelEmitter:
             if _a_covers_tile(inst, p)
             else [self._a_mask(v, mask) for v, mask in enumerate(self.masks)]
         )
+
+    def _last_column(self, inst: TileGemm | TileBatchGemm, first_column: Dim) -> Dim | None:
+        """The last of the tile's columns (from `first_column`) that a run-time count keeps
+        (`tile.gemm ... valid`), or None where every column is the tile's own."""
+        if not isinstance(inst, TileGemm) or inst.valid_cols is None:
+            return None
+        # grouped columns (`_ColumnWalk`, `_groups_c`) address from their group's origin
+        assert self.p.columns <= OWN_COLUMN_REGISTERS, "a counted tile too wide to clamp"
+        return sub(self.b, sub(self.b, self.e.dim(inst.valid_cols), 1), first_column)
+
+    def _column(self, j: int) -> Dim:
+        """Where the tile's column j reads op(B) and reads and writes C: itself, or past a
+        run-time count of columns the last counted one, whose values it then computes and
+        stores again."""
+        if self.last_column is None or (j == 0 and self.first_column == 0):
+            return j
+        return minimum(self.b, j, self.last_column)
 
     def _a_mask(self, v: int, mask: ir.Value | None) -> ir.Value | None:
         """The mask of A's vector v in the K loop: on AVX targets a run-time one as sign bits
@@ -281,7 +300,8 @@ class NanokernelEmitter:
         group's origin plus zero to three strides, as op(B)'s columns do (`_ColumnWalk`)."""
         b, element = self.b, c.type.element
         group, column = (j // GROUP_COLUMNS, j % GROUP_COLUMNS) if self._groups_c(c) else (0, j)
-        offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), mul(b, column, c.stride[1]))
+        column_offset = mul(b, self._column(column), c.stride[1])
+        offset = add(b, mul(b, v * self.p.lanes, c.stride[0]), column_offset)
         return element_ptr(b, self._c_origin(c, group), element, offset)
 
     def _groups_c(self, c: MemrefValue) -> bool:
@@ -332,7 +352,7 @@ class NanokernelEmitter:
         if copy:
             origin = opaque_value(b, origin, "r")
         bases = [
-            element_ptr(b, origin, bm.type.element, mul(b, j, bm.stride[b_cols]))
+            element_ptr(b, origin, bm.type.element, mul(b, self._column(j), bm.stride[b_cols]))
             for j in range(0, self.p.columns, step)
         ]
         if not isinstance(bm.stride[b_cols], int) and self.p.columns <= OWN_COLUMN_REGISTERS:
