@@ -20,9 +20,11 @@ op(B) runs in memory:
   their columns interleaved as whole vectors (`nanokernel.RowBlock`). Static and run-time
   sizes; f32, one thread, against the tiles of C (static, run-time): `.n.t` 1 x 256 x 256
   3.7x, 6.6x faster; 4 x 256 x 256 2.2x, 3.5x; 4 x 64 x 4096 2.8x, 6x; 4 x 20000 x 8 1.7x,
-  2.4x; `.t.t` alike. A C of 3 rows, or one whose columns are further apart, keeps the tiles
-  of C: its C^T would be scattered. The three nanokernels of a run-time M add about 40 ms
-  to the compile time of such a gemm.
+  2.4x; `.t.t` alike. A C of 3 rows scatters its C^T's columns (`.n.t` 3 x 256 x 256 2.4x
+  faster, 3.4x at run-time sizes; `.t.t` run-time 7x, its tiles of C gathered A). A run-time
+  M of 3 or 4 shares one counted tile (COUNTED_ROWS). A C whose columns are further apart
+  keeps the tiles of C. The three nanokernels of a run-time M add about 40 ms to the
+  compile time of such a gemm.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from nanotc.lowering.gemm_tiles import (
     DOT_DEPTH,
     DOT_ROWS,
     Index,
+    counted_micro,
     direct_micro,
     extent_values,
     gemm_extents,
@@ -49,13 +52,19 @@ from nanotc.lowering.gemm_tiles import (
     tile_output,
     tile_reserved,
 )
-from nanotc.lowering.nanokernel import ROW_BLOCK_COLUMNS, row_stride_is_unit
+from nanotc.lowering.nanokernel import row_stride_is_unit
 from nanotc.lowering.register_tile import RegisterTile
 from nanotc.lowering.row_major import FLIPPED, transposed_problem
 from nanotc.targets import Target
 
-ROW_BLOCK_ROWS = ROW_BLOCK_COLUMNS
-"""C's row counts whose C^T is stored as a row-major block."""
+ROW_BLOCK_ROWS = (1, 2, 3, 4)
+"""C's row counts taken as tiles of C^T: stored as a row-major block where the tile's
+columns are ROW_BLOCK_COLUMNS, else scattered (3: at K = 256 the scatters cost a tenth of a
+tile's K loop)."""
+COUNTED_ROWS = (3, 4)
+"""A run-time M's row counts that share one counted tile of 4 columns (`tile.gemm ...
+valid`), which stores a row-block only where M is 4: a branch of its own for 3 rows would
+add a nanokernel, 15-20 ms of compile time."""
 ROW_BLOCK_TILE_VECTORS = 4
 """The vectors along N of a tile of C^T. f32 dynamic `.n.t`, one thread, us for 1 x 256 x
 256, 4 x 256 x 256, 4 x 64 x 4096, 4 x 20000 x 8 (compile time of the kernel): 4 vectors
@@ -200,19 +209,20 @@ def tile_row_block(g: Gemm, target: Target) -> list[Instruction]:
         return b.region.instructions
     extent_m = b.size(g.c, 0)
     body = b
-    for rows in ROW_BLOCK_ROWS[:-1]:
+    for rows in ROW_BLOCK_ROWS[: -len(COUNTED_ROWS)]:
         branch = body.if_(body.cmp(CmpCond.EQ, extent_m, rows))
         _row_block_tiles(branch.then, g, rows, target)
         assert branch.otherwise is not None
         body = branch.otherwise
-    _row_block_tiles(body, g, ROW_BLOCK_ROWS[-1], target)
+    _row_block_tiles(body, g, extent_m, target)
     return b.region.instructions
 
 
-def _row_block_tiles(b: Builder, g: Gemm, rows: int, target: Target) -> None:
+def _row_block_tiles(b: Builder, g: Gemm, rows: Index, target: Target) -> None:
     """The tiles of C^T for a C of `rows` rows: C fused into one mode and expanded again at
-    that static row count (its column stride, tested equal to it, becomes static), then the
-    transposed problem's tiles, as wide as C is tall."""
+    that row count (its column stride, tested equal to it, becomes static where the count
+    is), then the transposed problem's tiles, as wide as C is tall; for a run-time count
+    (COUNTED_ROWS), one counted tile as wide as the most rows."""
     _, extent_n, _ = extent_values(b, g)
     flat = b.add(Fuse, source=g.c, first=0, last=1)
     block = b.add(Expand, source=flat, mode=0, shape=[rows, extent_n])
@@ -220,8 +230,11 @@ def _row_block_tiles(b: Builder, g: Gemm, rows: int, target: Target) -> None:
     b.region.instructions.extend(transposed[:-1])
     t = transposed[-1]
     assert isinstance(t, Gemm)
-    tile = RegisterTile(ROW_BLOCK_TILE_VECTORS, rows, target.lanes(g.c.type.element))
     micro = direct_micro(t)
-    b.region.instructions.extend(
-        tile_output(t.c, gemm_extents(t), target, micro, tile_reserved(t, target), tile)
-    )
+    n_t, _, k_t = gemm_extents(t)
+    width = rows if isinstance(rows, int) else COUNTED_ROWS[-1]
+    if not isinstance(rows, int):
+        micro = counted_micro(micro, rows)
+    tile = RegisterTile(ROW_BLOCK_TILE_VECTORS, width, target.lanes(g.c.type.element))
+    reserved = tile_reserved(t, target)
+    b.region.instructions.extend(tile_output(t.c, (n_t, width, k_t), target, micro, reserved, tile))

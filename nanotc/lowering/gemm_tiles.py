@@ -616,7 +616,7 @@ class _Tiler:
 
     def counting(self, counted: CountedMicro, count: Index) -> _Tiler:
         """This tiler with tiles of `counted`, of `count` columns each."""
-        micro: MicroFactory = partial(_with_count, counted, count)
+        micro = counted_micro(counted, count)
         return _Tiler(self.tile, self.m, micro, self.after, self.half_tail, self.lead)
 
     def rows(self, b: Builder, col: Index, width: int) -> None:
@@ -720,6 +720,11 @@ def _static_columns(b: Builder, tiler: _Tiler, n: int, peel_first: bool = False)
             tiler.rows(body, col, nr)
     if tail:
         tiler.rows(b, full * nr, tail)
+
+
+def counted_micro(counted: CountedMicro, count: Index) -> MicroFactory:
+    """`counted`'s tiles of `count` columns each."""
+    return partial(_with_count, counted, count)
 
 
 def _with_count(counted: CountedMicro, count: Index, b: Builder, row: Index, col: Index,

@@ -81,7 +81,7 @@ class RowBlock(enum.Enum):
 
     NO = "no"
     YES = "yes"
-    TESTED = "when C's row stride is the tile's columns"
+    TESTED = "when C's row stride is the tile's columns (and a count of them fills it)"
 
 
 # K pairs of a B column in one 128-bit load (four 32-bit bf16 pairs)
@@ -136,6 +136,7 @@ class GemmNanokernel:
     b_columns_held: bool = False  # a k step holds B's broadcasts, A one vector at a time
     b_per_vector: bool = False  # each vector's FMA reads B's broadcast from memory ({1toN})
     tail_quads: bool = False  # dot: the narrow last vector's rows hold two K pairs each
+    counted: bool = False  # columns past a run-time count repeat the last (`tile.gemm ... valid`)
 
     def compute_lanes(self, vector: int) -> int:
         """Lanes one vector of a tile column computes in: a narrowed last vector computes at
@@ -247,6 +248,8 @@ class GemmNanokernel:
             f"{mv * nr} accumulators{narrow}, fma={'fused' if self.fused else 'mul+add'}",
             f"  acc[0..{mv - 1}][0..{nr - 1}] := " + ("C[tile]" if self.accumulates_on_c else "0"),
         ]
+        if self.counted:
+            lines.append("  columns from the run-time count on read B and C at the last counted")
         if self.reordered_pairs:
             pairs = ", ".join(f"acc{2 * q},{2 * q + 1}" for q in range(self.reordered_pairs))
             order = "unpack" if self.unpacked_pairs else "even/odd"
@@ -269,8 +272,9 @@ class GemmNanokernel:
         store = {
             RowBlock.NO: "vstore" if self.c_access is Access.CONTIGUOUS else "vscatter",
             RowBlock.YES: "vstore of the columns interleaved",
-            RowBlock.TESTED: f"vstore of the columns interleaved if C's row stride is {nr}, "
-            "else vscatter",
+            RowBlock.TESTED: f"vstore of the columns interleaved if C's row stride is {nr}"
+            + (f" and the count {nr}" if self.counted else "")
+            + ", else vscatter",
         }[self.c_row_block]
         atomic = " atomically per element" if self.atomic else ""
         lines.append(f"  epilogue: {store} C[tile] := {alpha}{beta}{atomic}")
@@ -554,7 +558,6 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
     k = _depth(inst, a_type)
     rows = _constant(inst.rows)
     dot = uses_bf16_dot(inst, target, a_type, compute)
-    # columns past a run-time count repeat the last one, which a row block would not
     counted = isinstance(inst, TileGemm) and inst.valid_cols is not None
     assert not (counted and (inst.atomic or dot)), "a counted tile adds its last column twice"
     full = target.lanes(compute)
@@ -607,10 +610,11 @@ def plan(inst: TileGemm | TileBatchGemm, target: Target) -> GemmNanokernel:
         split_pairs=split_pairs(inst, a_type, compute, k, rows, lanes, vectors) if not dot else 0,
         long_k=not isinstance(inst, TileBatchGemm) and (k is None or k >= LONG_K),
         c_ahead=fetches_c_ahead(inst, a_type, k, target),
-        c_row_block=c_row_block(c_type, inst.nr, dot or inst.atomic or counted),
+        c_row_block=c_row_block(c_type, inst.nr, dot or inst.atomic, counted),
         a_prefetch_steps=a_prefetch_steps(k),
         b_quads=b_quads,
         tail_quads=tail_quads,
+        counted=counted,
         memory_bound=isinstance(inst, TileGemm) and _left_to_hardware(inst, target),
         a_fetched=isinstance(inst, TileGemm) and bool(inst.fetched),
         a_resident=isinstance(inst, TileGemm) and resident_a(a_type, inst.trans_a, k, target),
@@ -746,17 +750,19 @@ def fetches_c_ahead(inst: TileGemm | TileBatchGemm, a_type: MemRefType, k: int |
 ROW_BLOCK_COLUMNS = (1, 2, 4)  # the tile widths `vec.interleave_columns` takes
 
 
-def c_row_block(c_type: MemRefType, columns: int, excluded: bool) -> RowBlock:
+def c_row_block(c_type: MemRefType, columns: int, excluded: bool,
+                counted: bool = False) -> RowBlock:  # fmt: skip
     """Whether a tile of `columns` columns of C is stored as a row-major block (`RowBlock`):
     where C's columns are adjacent and its rows are not, always when that row stride is
     static, else by a run-time test of it. Not for tiles on K pairs or atomic ones
-    (`excluded`)."""
+    (`excluded`). A `counted` tile's columns past its count repeat the last one, which the
+    block would not: the test then also asks that the count fills the tile."""
     rows, columns_stride = c_type.stride
     if excluded or rows == 1 or columns_stride != 1 or columns not in ROW_BLOCK_COLUMNS:
         return RowBlock.NO
-    if isinstance(rows, int):
-        return RowBlock.YES if rows == columns else RowBlock.NO
-    return RowBlock.TESTED
+    if isinstance(rows, int) and rows != columns:
+        return RowBlock.NO
+    return RowBlock.YES if isinstance(rows, int) and not counted else RowBlock.TESTED
 
 
 def a_prefetch_steps(k: int | None) -> int:

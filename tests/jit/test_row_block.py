@@ -1,10 +1,11 @@
-"""A C of 1, 2 or 4 rows under an op(B) whose rows run along N (`gemm.?.t`, whose columns
+"""A C of 1 to 4 rows under an op(B) whose rows run along N (`gemm.?.t`, whose columns
 lie ldb apart): its transpose in register tiles along N (`lowering.gemm_few_rows`,
-`tile_row_block`), stored as a row-major block (`nanokernel.RowBlock`). Results against
-numpy for static and run-time sizes, every row count (3 and a C whose columns are not
-adjacent keep the register tiles of C), N around a vector, K short and long, alpha and
-beta, f32 and f64, on every target; the tiled IR and the nanokernels' machine code; and the
-run-time test of a row stride in a batch-reduce tile's epilogue."""
+`tile_row_block`), stored as a row-major block (`nanokernel.RowBlock`; 3 rows scattered; a
+run-time M of 3 or 4 in one counted tile). Results against numpy for static and run-time
+sizes, every row count (a C whose columns are not adjacent keeps the register tiles of C),
+N around a vector, K short and long, alpha and beta, f32 and f64, on every target; the
+tiled IR and the nanokernels' machine code; and the run-time test of a row stride in a
+batch-reduce tile's epilogue."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from nanotc.codegen import asm
 from nanotc.ir.types import MemRefType, ScalarType
-from nanotc.lowering.gemm_few_rows import ROW_BLOCK_ROWS
+from nanotc.lowering.gemm_few_rows import COUNTED_ROWS, ROW_BLOCK_ROWS
 from nanotc.lowering.nanokernel import RowBlock, c_row_block
 
 from .helpers import compiled
@@ -73,9 +74,12 @@ def test_columns_not_adjacent_keep_the_tiles_of_c(ta: str, rng) -> None:
 
 
 @pytest.mark.parametrize("ty", ["f32", "f64"])
-@pytest.mark.parametrize(("m", "n", "k"), [(1, 256, 64), (2, 40, 9), (4, 37, 300), (4, 16, 1)])
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(1, 256, 64), (2, 40, 9), (3, 50, 20), (4, 37, 300), (4, 16, 1)]
+)
 def test_static_sizes(ty: str, m: int, n: int, k: int, rng) -> None:
-    """A static C of 1, 2 or 4 rows: its transpose's tiles are as wide as C is tall."""
+    """A static C of 1 to 4 rows: its transpose's tiles are as wide as C is tall (3 rows
+    scattered)."""
     shapes = (f"memref<{ty}x{m}x{k}>", f"memref<{ty}x{n}x{k}>", f"memref<{ty}x{m}x{n}>")
     compilation = compiled(gemm_text(ty, "n", shapes))
     assert re.search(rf"tile\.gemm\.n\.t .* tile \d+ x {m} :", compilation.tiled())
@@ -93,13 +97,19 @@ def test_narrower_targets(target: str, rng) -> None:
 
 
 def test_the_run_time_test_and_its_tiles() -> None:
-    """A tile of each row count on C's transpose, a row-major block of that many columns
-    (a column vector for one row); the tiles of C remain for other sizes."""
-    tiled = compiled(gemm_text("f32", "n")).tiled()
+    """A tile of C's transpose for 1 and 2 rows, a row-major block of that many columns (a
+    column vector for one row), and a counted one of 4 columns for 3 and 4 rows, C's row
+    count its count and C^T's row stride; the tiles of C remain for other sizes."""
+    compilation = compiled(gemm_text("f32", "n"))
+    tiled = compilation.tiled()
     assert "tile.stride %C[1]" in tiled
     widths = re.findall(r"tile\.gemm\.n\.t .* tile \d+ x (\d+) : .*strided<(\d+),1>>", tiled)
-    assert sorted(widths) == [(str(m), str(m)) for m in ROW_BLOCK_ROWS]
+    assert sorted(widths) == [("1", "1"), ("2", "2")]
+    counted = re.findall(r"tile\.gemm\.n\.t .* tile \d+ x (\d+) valid .*strided<\?,1>>", tiled)
+    assert counted == [str(COUNTED_ROWS[-1])] and ROW_BLOCK_ROWS[-2:] == COUNTED_ROWS
     assert re.search(r"tile\.gemm\.n\.t %alpha, %A, %B, .* tile 32 x \d+", tiled)
+    listing = "interleaved if C's row stride is 4 and the count 4, else vscatter"
+    assert listing in compilation.nanokernels()
 
 
 def test_block_tiles_store_whole_vectors_without_spills() -> None:
@@ -141,14 +151,42 @@ def test_a_row_stride_tested_at_run_time(ldc: int, rng) -> None:
     np.testing.assert_array_equal(whole[:, 4:], beside)
 
 
+@pytest.mark.parametrize(("n", "ldc"), [(3, 4), (4, 4), (3, 3), (2, 4)])
+def test_a_counted_tile_stores_a_block_only_where_its_count_fills_it(n: int, ldc: int,
+                                                                     rng) -> None:  # fmt: skip
+    """A row-major C of run-time sizes and 2 to 4 columns, its C^T a C of that many rows:
+    where its rows are ldc = N elements apart, one counted tile of 4 columns on C stores a
+    block (N = 4) or scatters (N = 3); where they are further apart, the tiles of C^T leave
+    the elements beside C as they were."""
+    c_t = "memref<f32x?x?,strided<?,1>>"
+    text = f"""func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %C: {c_t}) {{
+  gemm.n.n 1.0, %A, %B, 1.0, %C : f32, memref<f32x?x?>, memref<f32x?x?>, f32, {c_t}
+}}"""
+    m, k = 37, 5
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+    whole = rng.uniform(-1, 1, (m, ldc)).astype(np.float32)  # C order: rows ldc apart
+    c = whole[:, :n]
+    want = c + a.astype(np.float64) @ b
+    beside = whole[:, n:].copy()
+    compiled(text)["k"](a, b, c, group_size=1)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(whole[:, n:], beside)
+
+
 def test_which_tiles_store_row_blocks() -> None:
     """Static row strides equal to the tile's columns, or run-time ones; not 3 columns,
-    adjacent rows, apart columns, or tiles the caller excludes."""
+    adjacent rows, apart columns, or tiles the caller excludes. A counted tile's block is
+    always tested (whether the count fills it)."""
     f32 = ScalarType.F32
 
-    def block(stride: tuple[int | None, int | None], columns: int, excluded: bool = False):
-        return c_row_block(MemRefType(f32, (None, columns), stride), columns, excluded)
+    def block(stride: tuple[int | None, int | None], columns: int, excluded: bool = False,
+              counted: bool = False):  # fmt: skip
+        return c_row_block(MemRefType(f32, (None, columns), stride), columns, excluded, counted)
 
+    assert block((4, 1), 4, counted=True) is RowBlock.TESTED
+    assert block((None, 1), 4, counted=True) is RowBlock.TESTED
+    assert block((8, 1), 4, counted=True) is RowBlock.NO
     assert block((4, 1), 4) is RowBlock.YES
     assert block((2, 1), 2) is RowBlock.YES
     assert block((None, 1), 1) is RowBlock.TESTED

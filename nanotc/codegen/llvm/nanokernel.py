@@ -778,7 +778,8 @@ class NanokernelEmitter:
 
     def _store_tile(self, values: Accumulators, at: _TileOfC, beta: Beta) -> None:
         """C := values (+ beta C): as a row-major block where C is one (`RowBlock`, a run-time
-        test of its row stride where that is unknown), else by columns."""
+        test of its row stride where that is unknown or the tile counted), else by
+        columns."""
         block = self.p.c_row_block
         if block is not RowBlock.TESTED:
             store = self._store_row_block if block is RowBlock.YES else self._store_masked
@@ -787,6 +788,11 @@ class NanokernelEmitter:
         b = self.b
         stride = as_value(b, at.c.stride[0])
         adjacent = b.icmp_signed("==", stride, ir.Constant(stride.type, self.p.columns))
+        if self.p.counted:
+            assert isinstance(self.inst, TileGemm) and self.inst.valid_cols is not None
+            count = self.e.index_value(self.inst.valid_cols)  # and the count fills the tile
+            filled = b.icmp_signed("==", count, ir.Constant(count.type, self.p.columns))
+            adjacent = b.and_(adjacent, filled)
         with b.if_else(adjacent) as (rows_adjacent, rows_apart):
             with rows_adjacent:
                 self._store_filled_or_not(values, at, beta, self._store_row_block)
