@@ -134,7 +134,8 @@ def cases(rng: np.random.Generator, with_torch: bool) -> list[Case]:
            _gemm("n", 1, 256, 256, rng, True), _gemm("n", 4, 4, 20000, rng, True),
            _gemm("t", 4, 2000, 1000, rng, True),
            *(_gemm(ta, m, n, k, rng, run_time, tb="t") for run_time in (False, True)
-             for ta, m, n, k in (("n", 1, 256, 256), ("n", 4, 256, 256), ("n", 4, 64, 4096),
+             for ta, m, n, k in (("n", 1, 256, 256), ("n", 3, 256, 256), ("n", 4, 256, 256),
+                                 ("n", 4, 64, 4096), ("t", 3, 256, 256),
                                  ("n", 1, 20000, 4), ("n", 4, 20000, 8), ("t", 2, 1024, 1024),
                                  ("t", 4, 256, 256))),
            *(_gemm("n", m, n, k, rng, True) for m, n, k in ((256, 4, 256), (256, 6, 256),

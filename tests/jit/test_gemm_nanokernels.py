@@ -677,6 +677,27 @@ def test_batch_reduce_applies_alpha_once_after_the_sum(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_batch_reduce_into_a_16_bit_c_runs_iteration_by_iteration(target: str) -> None:
+    """As language.md states: a bf16 C is updated (and rounded) at each iteration, so the
+    first product, 4e38, overflows it, which the f32 and f64 C above never see."""
+    c_t, a_t, member = "memref<bf16x?x?>", "memref<bf16x?x?x?>", "memref<bf16x?x?>"
+    text = f"""func @k(%alpha: bf16, %A: {a_t}, %B: {a_t}, %C: {c_t}, %steps: index) {{
+  for %i = 0, %steps {{
+    %a = subview %A[:, :, %i] : {a_t}
+    %b = subview %B[:, :, %i] : {a_t}
+    gemm.n.n %alpha, %a, %b, 1.0, %C : bf16, {member}, {member}, bf16, {c_t}
+  }}
+}}"""
+    bf16 = numpy_dtype(ScalarType.BF16)
+    a = np.full((1, 1, 2), 2, bf16, order="F")
+    b = np.asfortranarray(a * np.array([1, -1], bf16))  # products 4 and -4
+    c = np.full((1, 1), 0.5, bf16, order="F")
+    alpha = np.array(1e38, bf16)[()]
+    nanotc.compile(text, target=target)["k"](alpha, a, b, c, np.intp(2), group_size=1)
+    assert not np.isfinite(c.astype(np.float32)).any()
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_loops_that_are_not_batch_reduce(target: str, rng) -> None:
     """A loop whose gemm has beta != 1, or whose body also stores, keeps per-iteration
     semantics (C is read again each iteration)."""
