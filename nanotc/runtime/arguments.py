@@ -483,12 +483,6 @@ class MemrefBinder:
             raise ArgumentError(
                 name, "strides that are multiples of the element size", _describe(array)
             )
-        if array.size and data_address(array) % itemsize:
-            raise ArgumentError(
-                name,
-                f"data aligned to its {itemsize}-byte elements",
-                f"{_describe(array)} at address {data_address(array):#x}",
-            )
         strides = tuple(s // itemsize for s in byte_strides)
         for mode, want in self.static_sizes:
             if shape[mode] != want:

@@ -4,8 +4,8 @@
 ; @nanotc_fast_launch(holder, args, group_size, num_threads) is called through ctypes with
 ; the GIL held. *holder is a record (below) of one combination of argument layouts that
 ; binding accepted, or null. Every argument must match it exactly: an ndarray (its type
-; object, not a subclass) of the recorded dtype object, rank, shape and strides, aligned
-; (numpy's flag: its data on an element boundary), writeable where the kernel writes it; the scalars within the parameter's type: integers Python ints,
+; object, not a subclass) of the recorded dtype object, rank, shape and strides, writeable
+; where the kernel writes it; the scalars within the parameter's type: integers Python ints,
 ; numpy int64s or int32s, reals also Python floats, numpy float64s, float32s, finite float16s,
 ; ml_dtypes' finite bfloat16s and integers of at most 53 bits (f16 and bf16 ones finite, and so once rounded); arrays that must not
 ; share memory with their byte ranges apart; group_size and num_threads integers as scalars
@@ -262,10 +262,7 @@ flags:
   %is_writeable = icmp ne i32 %writeable_bit, 0
   %need = icmp ne i64 %writeable, 0
   %refused = xor i1 %is_writeable, true
-  %read_only = and i1 %need, %refused
-  %aligned_bit = and i32 %flags32, 256
-  %unaligned = icmp eq i32 %aligned_bit, 0
-  %bad = or i1 %read_only, %unaligned
+  %bad = and i1 %need, %refused
   br i1 %bad, label %no, label %extents
 extents:
   %extents_at = call i64 @word(ptr %described, i64 5)

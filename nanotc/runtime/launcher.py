@@ -331,10 +331,7 @@ class KnownLayouts:
             return None  # a new combination, or fewer elements than work-groups
         values = known.slots.copy()
         for param, slot in self._data_slots:
-            address = data_address(args[param])
-            if address % args[param].itemsize:
-                return None  # between elements: binding refuses it
-            values[slot] = address
+            values[slot] = data_address(args[param])
         for param, slot, read in self._scalar_slots:
             bits = read(args[param])
             if bits is None:
