@@ -72,8 +72,9 @@ COUNTED_COLUMNS = 4
 """The widest tiles of a run-time N's last columns, each taking its count of them at run
 time (`tile.gemm ... valid`), on the direct path. Half a block and then one-column tiles had
 read all of A once per column. f32 `.n.n` at run-time sizes, one thread, us, before and
-after: 256x4x256 10.4, 5.8; 256x3x256 11.3, 8.2; 1000x4x100 22.6, 7.8; 1000x8x100 42.9,
-14.8; 256x6x256 7.0, 9.6 (the half block had fit those six)."""
+after (medians of three paired runs of `bench.few_rows`): 256x4x256 17.4, 6.9; 1000x3x100
+16.7, 10.1; 1000x8x100 23.2, 18.5; but 256x6x256 8.0, 11.4 (the half block had fit those
+six). Counted tiles of 6 columns ran 1.2-1.5x slower on 2 to 4 and on 8 columns."""
 MIN_LINED_UP_VECTORS = 32  # vectors of C's rows from which its tiles start on A's lines
 MIN_LINED_UP_DEPTH = 64  # and the least K for it
 MEMBER_NARROW_K = 16  # the least K of a member whose tiles `member_tile_model` narrows
