@@ -321,7 +321,10 @@ def _blocks(g: Gemm, target: Target, options: CompileOptions) -> list[Instructio
                 panels = _Panels(g, tile, (a_pack, b_pack), kb, (ic, jc, pc), beta,
                                  kc if pairs else None, ahead)  # fmt: skip
                 hook = None if dot_hook is None else _in_first_block(dot_hook, ic, mb)
-                tile_block(inner, tile, mb, nb, panels.micro, hook)
+                # a hook's dots cover whole widths; an atomic or bf16 dot tile cannot repeat
+                # a column (`tile.gemm ... valid`)
+                counted = None if hook or g.atomic or pairs else panels.micro
+                tile_block(inner, tile, mb, nb, panels.micro, hook, counted=counted)
     return b.region.instructions
 
 
@@ -563,11 +566,14 @@ class _Panels:
         self.beta = beta
         self.pairs_of = pairs_of  # the B panel's rows where the packs hold pairs
 
-    def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int) -> None:
+    def micro(self, b: Builder, row: Index, col: Index, rows: Index, mr: int, nr: int,
+              count: Index | None = None) -> None:  # fmt: skip
+        """The tile at (row, col) of the block; `count`: of its nr columns, C's (the view of
+        C has those, the tile repeats the last for the others)."""
         c = b.subview(
             self.g.c,
             [b.index(BinaryOp.ADD, self.ic, row), b.index(BinaryOp.ADD, self.jc, col)],
-            [rows, nr],
+            [rows, nr if count is None else count],
         )
         if self.ahead is not None:
             # A is read once per block from beyond L2, a line per K column and panel, which
@@ -580,7 +586,7 @@ class _Panels:
             TileGemm, trans_a=Transpose.N, trans_b=trans_b, atomic=self.g.atomic, pairs=pairs,
             padded=pairs and not in_place, alpha=self.g.alpha, a=self._a_panel(b, row),
             b=self._b_operand(b, col, nr), beta=self.beta, c=c, row=0, col=0, rows=rows, mr=mr,
-            nr=nr,
+            nr=nr, valid_cols=count,
         )  # fmt: skip
 
     def _a_panel(self, b: Builder, row: Index) -> Value:

@@ -195,8 +195,9 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
     in the direct path's widest column blocks (32 x 13 -> 16 x 13 on Zen 4), behind a
     run-time test; its narrower column blocks, the blocked path's tiles (of a run-time M or
     of a static one's blocks) and bf16 tiles on vdpbf16ps keep one kernel. The direct
-    path's last columns (counted ones, then a single one) are SINGLE_COLUMN_VECTORS tall
-    (but bf16's, whose last columns are half a block and single ones)."""
+    path's last columns (counted ones, then a single one) are SINGLE_COLUMN_VECTORS tall;
+    the blocked path's are counted too (but bf16's, whose last columns are half a block and
+    single ones)."""
 
     def tiles(inputs: str, output: str) -> list[str]:
         a, c = f"memref<{inputs}x?x?>", f"memref<{output}x?x?>"
@@ -206,11 +207,11 @@ def test_run_time_rows_end_in_a_tile_of_half_the_vectors() -> None:
         return re.findall(r"tile (\d+ x \d+)", nanotc.compile(text, target=ZEN4).tiled())
 
     # the blocked path's tiles on 64-row (f64: 32-row) packed panels first, then the direct
-    tall = SINGLE_COLUMN_VECTORS
-    assert tiles("f32", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "16 x 13",
-                                   f"{16 * tall} x {COUNTED_COLUMNS}", f"{16 * tall} x 1"]  # fmt: skip
-    assert tiles("f64", "f64") == ["32 x 6", "32 x 3", "32 x 1", "16 x 13", "8 x 13",
-                                   f"{8 * tall} x {COUNTED_COLUMNS}", f"{8 * tall} x 1"]  # fmt: skip
+    tall, counted = SINGLE_COLUMN_VECTORS, COUNTED_COLUMNS
+    assert tiles("f32", "f32") == ["64 x 6", f"64 x {counted}", "64 x 1", "32 x 13", "16 x 13",
+                                   f"{16 * tall} x {counted}", f"{16 * tall} x 1"]  # fmt: skip
+    assert tiles("f64", "f64") == ["32 x 6", f"32 x {counted}", "32 x 1", "16 x 13", "8 x 13",
+                                   f"{8 * tall} x {counted}", f"{8 * tall} x 1"]  # fmt: skip
     assert tiles("bf16", "f32") == ["64 x 6", "64 x 3", "64 x 1", "32 x 13", "32 x 6", "32 x 1"]
 
 
@@ -253,6 +254,31 @@ def test_counted_columns_of_a_run_time_n_match_numpy(layouts: tuple[str, ...], t
         run_case(Case("gemm", ("n", "n"), (ty,) * 3, ty, layouts), target, rng, sizes)
 
 
+@pytest.mark.parametrize(("target", "paths"), [("avx2", 2), ("generic", 1)])
+def test_counted_columns_on_the_blocked_path_match_numpy(target: str, paths: int,
+                                                         rng) -> None:  # fmt: skip
+    """A run-time M past the vectors whose masks the direct path would hold in registers
+    takes the blocked path, whose last columns past the whole blocks are counted tiles too
+    (`paths`: of the blocked and the direct path, those whose tiles are wide enough; the
+    generic target's blocked tiles are 2 columns): every count, every argument's whole
+    memory against the reference evaluator."""
+    case = Case("gemm", ("n", "n"), ("f32",) * 3, "f32", ("dynamic", "dynamic", "strided"))
+    text = case.text()
+    tiled = compiled(text, target).tiled()
+    counted = re.findall(r"tile \d+ x (\d+) valid", tiled)
+    assert len(counted) == paths and max(map(int, counted)) <= COUNTED_COLUMNS
+    nr = choose(get(target), ScalarType.F32, None, None, None).nr
+    run_case(case, target, rng, [(41, n, 19) for n in range(1, 2 * nr + 1)])
+
+
+@pytest.mark.parametrize("left", [1, 3, 6])
+def test_counted_columns_of_a_large_gemm_match_numpy(left: int, rng) -> None:
+    """On the host: A and B past half of L2 take the blocked path, N whole blocks and
+    `left` columns."""
+    case = Case("gemm", ("n", "n"), ("f32",) * 3, "f32", ("dynamic",) * 3)
+    run_case(case, "host", rng, [(100, 296 + left, 1000)])
+
+
 def test_counted_columns_repeat_the_last_one() -> None:
     """The direct path's counted tile on Zen 4: its columns past the count read op(B) and
     C at the last counted column, and the K
@@ -262,14 +288,18 @@ def test_counted_columns_repeat_the_last_one() -> None:
 }"""
     compilation = nanotc.compile(text, target=ZEN4)
     counted = re.findall(r"tile (\d+) x (\d+) valid", compilation.tiled())
-    assert counted == [(str(16 * SINGLE_COLUMN_VECTORS), str(COUNTED_COLUMNS))]
+    # the blocked path's (on 64-row panels) and the direct path's
+    assert counted == [(str(16 * SINGLE_COLUMN_VECTORS), str(COUNTED_COLUMNS))] * 2
     fmas = SINGLE_COLUMN_VECTORS * COUNTED_COLUMNS
-    (loop,) = [
+    loops = [
         loop
         for loop in asm.hot_loops(compilation.assembly(), "k")
         if loop.count("vfmadd") == fmas and loop.count("vbroadcastss") == COUNTED_COLUMNS
     ]
-    assert loop.registers("zmm") and not loop.registers("ymm") and loop.stack_accesses() == []
+    assert loops
+    for loop in loops:
+        assert loop.registers("zmm") and not loop.registers("ymm")
+        assert loop.stack_accesses() == []
 
 
 @pytest.mark.parametrize("target", TARGETS)
