@@ -232,9 +232,9 @@ def _row_block_tiles(b: Builder, g: Gemm, rows: Index, target: Target) -> None:
     assert isinstance(t, Gemm)
     micro = direct_micro(t)
     n_t, _, k_t = gemm_extents(t)
-    width = rows if isinstance(rows, int) else COUNTED_ROWS[-1]
+    width = rows
     if not isinstance(rows, int):
-        micro = counted_micro(micro, rows)
+        width, micro = COUNTED_ROWS[-1], counted_micro(micro, rows)
     tile = RegisterTile(ROW_BLOCK_TILE_VECTORS, width, target.lanes(g.c.type.element))
     reserved = tile_reserved(t, target)
     b.region.instructions.extend(tile_output(t.c, (n_t, width, k_t), target, micro, reserved, tile))

@@ -207,7 +207,13 @@ class NanokernelEmitter:
         self.row = e.dim(inst.row)
         self.col = add(e.b, e.dim(inst.col), first_column)
         self.first_column = first_column
-        self.last_column = self._last_column(inst, first_column)
+        self.column_count = self._column_count(inst)
+        # the last column the count keeps, from `first_column`
+        self.last_column = (
+            None
+            if self.column_count is None
+            else sub(e.b, sub(e.b, self.column_count, 1), first_column)
+        )
         self._c_origins: dict[tuple[int, int, int], ir.Value] = {}
         self.masks = [self._mask(v) for v in range(p.vectors)]
         # A packed into whole panels (or any A holding every row of the tile) is read
@@ -218,14 +224,15 @@ class NanokernelEmitter:
             else [self._a_mask(v, mask) for v, mask in enumerate(self.masks)]
         )
 
-    def _last_column(self, inst: TileGemm | TileBatchGemm, first_column: Dim) -> Dim | None:
-        """The last of the tile's columns (from `first_column`) that a run-time count keeps
-        (`tile.gemm ... valid`), or None where every column is the tile's own."""
-        if not isinstance(inst, TileGemm) or inst.valid_cols is None:
+    def _column_count(self, inst: TileGemm | TileBatchGemm) -> Dim | None:
+        """The run-time count of the tile's columns that are C's (`tile.gemm ... valid`), or
+        None where every column is."""
+        if not self.p.counted:
             return None
+        assert isinstance(inst, TileGemm) and inst.valid_cols is not None
         # grouped columns (`_ColumnWalk`, `_groups_c`) address from their group's origin
         assert self.p.columns <= OWN_COLUMN_REGISTERS, "a counted tile too wide to clamp"
-        return sub(self.b, sub(self.b, self.e.dim(inst.valid_cols), 1), first_column)
+        return self.e.dim(inst.valid_cols)
 
     def _column(self, j: int) -> Dim:
         """Where the tile's column j reads op(B) and reads and writes C: itself, or past a
@@ -788,9 +795,8 @@ class NanokernelEmitter:
         b = self.b
         stride = as_value(b, at.c.stride[0])
         adjacent = b.icmp_signed("==", stride, ir.Constant(stride.type, self.p.columns))
-        if self.p.counted:
-            assert isinstance(self.inst, TileGemm) and self.inst.valid_cols is not None
-            count = self.e.index_value(self.inst.valid_cols)  # and the count fills the tile
+        if self.column_count is not None:  # and the count fills the tile
+            count = as_value(b, self.column_count)
             filled = b.icmp_signed("==", count, ir.Constant(count.type, self.p.columns))
             adjacent = b.and_(adjacent, filled)
         with b.if_else(adjacent) as (rows_adjacent, rows_apart):
