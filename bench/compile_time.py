@@ -1,11 +1,16 @@
 """Cold and warm compile times through the kernel cache, each in a fresh process.
 
-    python -m bench.compile_time [--runs 5]
+    python -m bench.compile_time [--runs 5] [--stages]
 
 For each kernel, `cold` is `nanotc.compile(source)` in a new process with an empty cache
 directory (parse, check, lower, emit LLVM IR, optimise, generate code, store the entry);
 `warm` is the same call in another new process once the entry exists (parse, check, load the
 object file). Both exclude `import nanotc`, reported separately. Medians over `--runs` processes.
+
+`--stages` instead splits a cold compile into its stages, in this process (after one compile of
+each kernel, so the first one's one-time costs are not counted), medians over `--runs`
+compiles: parse and check, nanotc's lowering, emitting LLVM IR, printing it as text, LLVM's
+optimisation (parsing the text, verifying, the O2 passes) and its code generation.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench import kernels
 from nanotc.cli.options import positive
@@ -83,10 +90,59 @@ def measure(source: str, runs: int) -> dict[str, float]:
     }
 
 
+STAGES = ("check", "lower", "emit", "IR text", "LLVM opt", "codegen")
+
+
+def stage_times(source: str) -> list[float]:
+    """Seconds of each of `STAGES` in one compile of `source` for this machine."""
+    from nanotc.api import Compilation
+    from nanotc.check import load
+    from nanotc.codegen.llvm.module import emit_module
+    from nanotc.runtime import jit
+    from nanotc.targets import get
+    from nanotc.tuning import database
+
+    target = get(None)
+    options = database.options_for(target)
+    program: Any = None
+    steps: list[Callable[[Any], Any]] = [
+        lambda _: load(source, "<bench>"),
+        lambda checked: Compilation(checked, target, options).lowered,
+        lambda lowered: emit_module(lowered, target),
+        str,
+        lambda text: jit.optimize(text, target),
+        lambda module: jit.jit_object_code(module, target),
+    ]
+    times = []
+    for step in steps:
+        start = time.perf_counter()
+        program = step(program)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def print_stages(runs: int) -> None:
+    print(f"median of {runs} compiles in this process, after one; ms per stage")
+    print(f"| kernel | {' | '.join(STAGES)} | total |")
+    print(f"| --- |{' ---: |' * (len(STAGES) + 1)}")
+    for name, source in cases().items():
+        stage_times(source)
+        samples = [stage_times(source) for _ in range(runs)]
+        medians = [statistics.median(column) * 1e3 for column in zip(*samples)]
+        total = statistics.median(sum(sample) for sample in samples) * 1e3
+        cells = " | ".join(f"{ms:.1f}" for ms in medians)
+        print(f"| {name} | {cells} | {total:.0f} |")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=positive, default=5, help="processes per median (default 5)")
+    parser.add_argument("--stages", action="store_true",
+                        help="time each stage of a cold compile, in this process")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.stages:
+        print_stages(args.runs)
+        return 0
     print(f"median of {args.runs} processes each; times of nanotc.compile(), import excluded")
     print("| kernel | cold (ms) | warm (ms) | cold / warm | import nanotc (ms) |")
     print("| --- | ---: | ---: | ---: | ---: |")
