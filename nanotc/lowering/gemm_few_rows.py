@@ -53,7 +53,7 @@ from nanotc.lowering.gemm_tiles import (
     tile_reserved,
 )
 from nanotc.lowering.nanokernel import row_stride_is_unit
-from nanotc.lowering.register_tile import RegisterTile
+from nanotc.lowering.register_tile import RegisterTile, fits
 from nanotc.lowering.row_major import FLIPPED, transposed_problem
 from nanotc.targets import Target
 
@@ -66,10 +66,10 @@ COUNTED_ROWS = (3, 4)
 valid`), which stores a row-block only where M is 4: a branch of its own for 3 rows would
 add a nanokernel, 15-20 ms of compile time."""
 ROW_BLOCK_TILE_VECTORS = 4
-"""The vectors along N of a tile of C^T. f32 dynamic `.n.t`, one thread, us for 1 x 256 x
-256, 4 x 256 x 256, 4 x 64 x 4096, 4 x 20000 x 8 (compile time of the kernel): 4 vectors
-2.8, 5.2, 15.9, 17.9 (260 ms); 6 vectors 4.0, 6.0, 24.3, 18.2 (290 ms); 8 vectors 3.6, 8.7,
-61.6, 33.1 (316 ms)."""
+"""The vectors along N of a tile of C^T, where they fit the registers beside its columns
+(`_row_block_tile`). f32 dynamic `.n.t`, one thread, us for 1 x 256 x 256, 4 x 256 x 256,
+4 x 64 x 4096, 4 x 20000 x 8 (compile time of the kernel): 4 vectors 2.8, 5.2, 15.9, 17.9
+(260 ms); 6 vectors 4.0, 6.0, 24.3, 18.2 (290 ms); 8 vectors 3.6, 8.7, 61.6, 33.1 (316 ms)."""
 DOT_PACK_BYTES = 32 * 1024
 """The scratch holding op(A)'s rows over one K block: on the stack, within L1."""
 FEW_ROWS_COLUMNS = 2
@@ -235,6 +235,20 @@ def _row_block_tiles(b: Builder, g: Gemm, rows: Index, target: Target) -> None:
     width = rows
     if not isinstance(rows, int):
         width, micro = COUNTED_ROWS[-1], counted_micro(micro, rows)
-    tile = RegisterTile(ROW_BLOCK_TILE_VECTORS, width, target.lanes(g.c.type.element))
     reserved = tile_reserved(t, target)
+    tile = _row_block_tile(t, width, target, reserved)
     b.region.instructions.extend(tile_output(t.c, (n_t, width, k_t), target, micro, reserved, tile))
+
+
+def _row_block_tile(t: Gemm, width: int, target: Target, reserved: int) -> RegisterTile:
+    """The tile of C^T (`t`'s C): ROW_BLOCK_TILE_VECTORS vectors along N, fewer where that
+    many do not fit the target's registers beside `width` columns and `reserved`. On AVX2's
+    16 registers a 4 x 4 tile spilled 17-20 vectors a k step (the AMX Xeon, `avx2` target,
+    dynamic f32 `.n.t` and `.t.t`)."""
+    lanes = target.lanes(t.c.type.element)
+    rows = gemm_extents(t)[0]
+    for vectors in range(ROW_BLOCK_TILE_VECTORS, 1, -1):
+        tile = RegisterTile(vectors, width, lanes)
+        if fits(tile, target, reserved, rows):
+            return tile
+    return RegisterTile(1, width, lanes)

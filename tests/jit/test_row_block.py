@@ -124,6 +124,17 @@ def test_block_tiles_store_whole_vectors_without_spills() -> None:
     assert "vpermt2ps" in code and "vscatter" not in code
 
 
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_tiles_of_c_transposed_fit_sixteen_registers(ta: str) -> None:
+    """On AVX2 a tile of C^T has as many vectors along N as fit beside its columns (a 4 x 4
+    tile spilled every k step): the K loops of every row count at run-time sizes, the
+    counted one included, go through no stack."""
+    code = compiled(gemm_text("f32", ta), "avx2").assembly()
+    loops = asm.hot_loops(code, "k")
+    assert loops and all(loop.stack_accesses() == [] for loop in loops)
+    assert re.search(r"tile 16 x 4 valid", compiled(gemm_text("f32", ta), "avx2").tiled())
+
+
 @pytest.mark.parametrize("ldc", [4, 6])
 def test_a_row_stride_tested_at_run_time(ldc: int, rng) -> None:
     """A batch-reduce loop into a row-major C of 4 columns whose row stride is known at run
