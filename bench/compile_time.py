@@ -95,7 +95,7 @@ STAGES = ("check", "lower", "emit", "IR text", "LLVM opt", "codegen")
 
 def stage_times(source: str) -> list[float]:
     """Seconds of each of `STAGES` in one compile of `source` for this machine."""
-    from nanotc.api import Compilation
+    from nanotc.api import Compilation, llvm_pipeline
     from nanotc.check import load
     from nanotc.codegen.llvm.module import emit_module
     from nanotc.runtime import jit
@@ -109,8 +109,8 @@ def stage_times(source: str) -> list[float]:
         lambda _: load(source, "<bench>"),
         lambda checked: Compilation(checked, target, options).lowered,
         lambda lowered: emit_module(lowered, target),
-        str,
-        lambda text: jit.optimize(text, target),
+        lambda module: (str(module), llvm_pipeline(module)),
+        lambda emitted: jit.optimize(emitted[0], target, emitted[1]),
         lambda module: jit.jit_object_code(module, target),
     ]
     times = []

@@ -19,9 +19,11 @@ from functools import cached_property
 from typing import Any
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 
 from nanotc.check import check, load
 from nanotc.codegen import abi
+from nanotc.codegen.llvm.helpers import loop_census
 from nanotc.codegen.llvm.module import emit_module
 from nanotc.diagnostics import require_type
 from nanotc.ir.core import Program, walk
@@ -74,13 +76,23 @@ class Compilation:
         return "\n\n".join(listings) + ("\n" if listings else "")
 
     @cached_property
+    def _emitted(self) -> tuple[str, jit.Pipeline]:
+        module = emit_module(self.lowered, self.target)
+        return str(module), llvm_pipeline(module)
+
+    @property
     def llvm_ir(self) -> str:
         """LLVM IR as emitted, before LLVM's optimisations."""
-        return str(emit_module(self.lowered, self.target))
+        return self._emitted[0]
+
+    @property
+    def pipeline(self) -> jit.Pipeline:
+        """How LLVM optimises the module (`jit.Pipeline`): chosen by its loops."""
+        return self._emitted[1]
 
     @cached_property
     def optimized(self) -> llvm.ModuleRef:
-        return jit.optimize(self.llvm_ir, self.target)
+        return jit.optimize(self.llvm_ir, self.target, self.pipeline)
 
     def optimized_ir(self) -> str:
         with interrupts_held():  # llvmlite's string of the module is freed twice if interrupted
@@ -96,7 +108,8 @@ class Compilation:
 
     def jit_object_code(self) -> bytes:
         """An object file to load into this process (what the kernel cache stores)."""
-        module = jit.optimize(self.llvm_ir, self.target)  # the cache keeps no module alive
+        # the cache keeps no module alive
+        module = jit.optimize(self.llvm_ir, self.target, self.pipeline)
         return jit.jit_object_code(module, self.target)
 
     @property
@@ -104,7 +117,8 @@ class Compilation:
         """The machine code, in this process (JIT-compiled now unless the cache gave it)."""
         if self._code is None:
             _require_host(self.target)
-            self._code = jit.JitModule(jit.optimize(self.llvm_ir, self.target), self.target)
+            module = jit.optimize(self.llvm_ir, self.target, self.pipeline)
+            self._code = jit.JitModule(module, self.target)
         return self._code
 
     def __getitem__(self, name: str) -> Kernel:
@@ -122,6 +136,12 @@ class Compilation:
 
     def dump(self) -> str:
         return print_program(self.program)
+
+
+def llvm_pipeline(module: ir.Module) -> jit.Pipeline:
+    """O2 where a loop of `module` leaves LLVM's vectorizer work, else function simplification
+    only (`jit.Pipeline`)."""
+    return jit.Pipeline.O2 if loop_census(module).leaves_work_to_llvm else jit.Pipeline.SIMPLIFY
 
 
 def _require_host(target: Target) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes.util
 import threading
+from enum import Enum
 from functools import lru_cache
 
 import llvmlite.binding as llvm
@@ -27,6 +28,22 @@ from nanotc.targets import Target
 # The nanokernels arrive vectorised and unrolled: O3's extra loop work added ~30% to compile
 # times of gemm kernels and measured no faster on W2/W3 (A/B in one run), so O2 it is.
 SPEED_LEVEL = 2
+
+
+class Pipeline(Enum):
+    """LLVM's optimisation of a module.
+
+    O2: LLVM's per-module pipeline (function simplification, then the loop and SLP
+    vectorizers, the unroller and their clean-up), with loop and SLP vectorisation on.
+    SIMPLIFY: only O2's function simplification (SROA, InstCombine, LICM, GVN, loop
+    rotation, IndVarSimplify, ...), for a module whose loops are all the compiler's own
+    vector code (`codegen.llvm.helpers.LoopCensus`): what the rest adds there is 30-35% of
+    LLVM's optimisation time and, on the AMX Xeon, nothing to the hot loops' instructions
+    or speed (docs/benchmarks.md, thirty-sixth session)."""
+
+    O2 = "O2"
+    SIMPLIFY = "simplify"
+
 
 _init_lock = threading.Lock()
 
@@ -73,8 +90,8 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
 
 
 @uninterrupted
-def optimize(llvm_ir: str, target: Target) -> llvm.ModuleRef:
-    """Parse, verify and optimise (O2 with loop and SLP vectorisation) for the target."""
+def optimize(llvm_ir: str, target: Target, pipeline: Pipeline = Pipeline.O2) -> llvm.ModuleRef:
+    """Parse, verify and optimise for the target by `pipeline`."""
     _initialize()
     module = llvm.parse_assembly(llvm_ir)
     module.verify()
@@ -85,7 +102,13 @@ def optimize(llvm_ir: str, target: Target) -> llvm.ModuleRef:
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     passes = llvm.create_pass_builder(tm, tuning)
-    passes.getModulePassManager().run(module, passes)
+    if pipeline is Pipeline.O2:
+        passes.getModulePassManager().run(module, passes)
+        return module
+    simplification = passes.getFunctionPassManager()
+    for function in module.functions:
+        if not function.is_declaration:
+            simplification.run(function, passes)
     return module
 
 

@@ -234,7 +234,9 @@ class VectorLoops:
         vec.store_fence(self.b)
 
     def _vector_loop(self, start: Dim, stop: Dim, body: Body, name: str) -> None:
-        with for_range(self.b, start, stop, self.lanes, name=name, unroll=self.unroll) as i:
+        loop = for_range(self.b, start, stop, self.lanes, name=name, vectorize=False,
+                         unroll=self.unroll)  # fmt: skip
+        with loop as i:
             body(i, None)
 
     @contextmanager

@@ -1,8 +1,10 @@
 """Small emission helpers shared by all instruction families: index arithmetic that folds
-static values, element addressing, the one loop helper, and scalar conversions."""
+static values, element addressing, the loop helpers (and the census of their loops that
+LLVM's vectorizer may still work on), and scalar conversions."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -138,6 +140,46 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
     return float16.narrow(b, value, t) if t in float16.SIXTEEN_BIT else value
 
 
+class LoopCensus:
+    """Whether a module holds a loop LLVM's loop vectorizer may still have work in: an
+    innermost loop emitted open to it. The compiler's own vector loops are closed to it
+    (`for_range(vectorize=False)`, a `carried_loop` of vectors), so a module of only those
+    needs none of LLVM's vectorizers or unrollers (`runtime.jit.Pipeline`)."""
+
+    def __init__(self) -> None:
+        self._holds_loops: list[bool] = []  # per open loop: whether a loop was emitted in it
+        self.leaves_work_to_llvm = False
+
+    def enter(self) -> None:
+        if self._holds_loops:
+            self._holds_loops[-1] = True
+        self._holds_loops.append(False)
+
+    def leave(self, vectorize: bool) -> None:
+        innermost = not self._holds_loops.pop()
+        self.leaves_work_to_llvm |= innermost and vectorize
+
+
+_CENSUSES: weakref.WeakKeyDictionary[ir.Module, LoopCensus] = weakref.WeakKeyDictionary()
+
+
+def loop_census(module: ir.Module) -> LoopCensus:
+    """The census of the loops emitted into `module` so far."""
+    census = _CENSUSES.get(module)
+    if census is None:
+        census = _CENSUSES[module] = LoopCensus()
+    return census
+
+
+@contextmanager
+def counted_loop(b: ir.IRBuilder, vectorize: bool) -> Iterator[None]:
+    """Counts the loop emitted inside the with-block in the module's census."""
+    census = loop_census(b.module)
+    census.enter()
+    yield
+    census.leave(vectorize)
+
+
 @contextmanager
 def for_range(
     b: ir.IRBuilder,
@@ -167,7 +209,8 @@ def for_range(
     var.add_incoming(start_v, pre)
     b.cbranch(b.icmp_signed("<", var, stop_v), body, exit_)
     b.position_at_end(body)
-    yield var
+    with counted_loop(b, vectorize):
+        yield var
     latch = b.block
     var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
     back_edge = b.branch(header)
@@ -197,7 +240,9 @@ def carried_loop(
     """`values = init; for (v = start; v < stop; v += step) values = body(v, values)`, with the
     values carried in phi nodes (so they stay in registers); returns the final values.
     `unroll=False` forbids LLVM to unroll the loop (for loops whose body is already sized).
-    `aligned` starts the loop's code on a cache line (`LOOP_ON_A_LINE`)."""
+    `aligned` starts the loop's code on a cache line (`LOOP_ON_A_LINE`). A loop carrying a
+    vector is the compiler's vector code, closed to LLVM's vectorizer (which widens no
+    vector phi); one carrying only scalars is left open to it (`LoopCensus`)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     block = b.append_basic_block(f"{name}.body")
@@ -211,7 +256,9 @@ def carried_loop(
         phi.add_incoming(value, pre)
     b.cbranch(b.icmp_signed("<", var, as_value(b, stop)), block, exit_)
     b.position_at_end(block)
-    updated = body(var, list(carried))
+    vectors = any(isinstance(v.type, ir.VectorType) for v in init)
+    with counted_loop(b, vectorize=not vectors):
+        updated = body(var, list(carried))
     latch = b.block
     var.add_incoming(b.add(var, as_value(b, step)), latch)
     for phi, value in zip(carried, updated):
