@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from nanotc.codegen.llvm.emitter import FunctionEmitter, emits
-from nanotc.codegen.llvm.helpers import counted_loop, for_range
+from nanotc.codegen.llvm.helpers import for_range, loop_body
 from nanotc.codegen.llvm.types import I64, const, register_type
 from nanotc.ir.instructions import For, Foreach, If
 
@@ -59,7 +59,7 @@ def _no_wrap_range(
     b.position_at_end(body)
     var = b.phi(I64, name=name)
     var.add_incoming(start, pre)
-    with counted_loop(b, vectorize=True):
+    with loop_body(b, vectorize=True):
         yield var
     latch = b.block
     more = b.icmp_unsigned(">", b.sub(stop, var), step)

@@ -172,8 +172,9 @@ def loop_census(module: ir.Module) -> LoopCensus:
 
 
 @contextmanager
-def counted_loop(b: ir.IRBuilder, vectorize: bool) -> Iterator[None]:
-    """Counts the loop emitted inside the with-block in the module's census."""
+def loop_body(b: ir.IRBuilder, vectorize: bool) -> Iterator[None]:
+    """The with-block is the body of a loop (`vectorize`: open to LLVM's loop vectorizer),
+    recorded in the module's census."""
     census = loop_census(b.module)
     census.enter()
     yield
@@ -209,7 +210,7 @@ def for_range(
     var.add_incoming(start_v, pre)
     b.cbranch(b.icmp_signed("<", var, stop_v), body, exit_)
     b.position_at_end(body)
-    with counted_loop(b, vectorize):
+    with loop_body(b, vectorize):
         yield var
     latch = b.block
     var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
@@ -257,7 +258,7 @@ def carried_loop(
     b.cbranch(b.icmp_signed("<", var, as_value(b, stop)), block, exit_)
     b.position_at_end(block)
     vectors = any(isinstance(v.type, ir.VectorType) for v in init)
-    with counted_loop(b, vectorize=not vectors):
+    with loop_body(b, vectorize=not vectors):
         updated = body(var, list(carried))
     latch = b.block
     var.add_incoming(b.add(var, as_value(b, step)), latch)
