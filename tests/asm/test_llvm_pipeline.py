@@ -1,6 +1,6 @@
-"""LLVM's pipeline per module (`jit.Pipeline`): O2 where a loop leaves LLVM's vectorizer work,
-O2's function simplification alone where every loop is the compiler's own vector code, whose
-hot loops it leaves as O2 does."""
+"""LLVM's pipeline per module (`jit.Pipeline`): O2 where a loop leaves LLVM's vectorizer or
+unroller work, O2's function simplification alone where every loop is the compiler's own
+vector code, whose hot loops it leaves as O2 does."""
 
 from __future__ import annotations
 
@@ -34,11 +34,22 @@ def builder() -> ir.IRBuilder:
 
 def test_an_open_loop_counts_only_where_innermost() -> None:
     b = builder()
-    # the outer loop is open to the vectorizer, but holds a loop
-    with for_range(b, 0, b.function.args[0]), for_range(b, 0, 4, vectorize=False):
+    # the outer loop is open to the vectorizer and the unroller, but holds a loop
+    closed = {"vectorize": False, "unroll": False}
+    with for_range(b, 0, b.function.args[0]), for_range(b, 0, 4, **closed):
         pass
     assert not loop_census(b.module).leaves_work_to_llvm
     with for_range(b, 0, 4):
+        pass
+    assert loop_census(b.module).leaves_work_to_llvm
+
+
+@pytest.mark.parametrize(("vectorize", "unroll"), [(True, False), (False, True)])
+def test_a_loop_open_to_the_vectorizer_or_the_unroller_leaves_llvm_work(
+    vectorize: bool, unroll: bool
+) -> None:
+    b = builder()
+    with for_range(b, 0, 4, vectorize=vectorize, unroll=unroll):
         pass
     assert loop_census(b.module).leaves_work_to_llvm
 
@@ -47,9 +58,9 @@ def test_a_loop_carrying_a_vector_is_closed_one_of_scalars_open() -> None:
     b = builder()
     vector = ir.Constant(ir.VectorType(ir.FloatType(), 4), [0.0] * 4)
     scalar = ir.Constant(ir.FloatType(), 0.0)
-    carried_loop(b, 0, 8, 1, [vector, scalar], lambda k, values: values)
+    carried_loop(b, 0, 8, 1, [vector, scalar], lambda k, values: values, unroll=False)
     assert not loop_census(b.module).leaves_work_to_llvm
-    carried_loop(b, 0, 8, 1, [scalar], lambda k, values: values)
+    carried_loop(b, 0, 8, 1, [scalar], lambda k, values: values, unroll=False)
     assert loop_census(b.module).leaves_work_to_llvm
 
 
@@ -61,10 +72,22 @@ def test_a_loop_carrying_a_vector_is_closed_one_of_scalars_open() -> None:
         (kernels.batched_repeated("f64", 35, 9, 35), jit.Pipeline.SIMPLIFY),
         (SCALAR_LOOP, jit.Pipeline.O2),
         (kernels.dynamic("f32", "n.t") + SCALAR_LOOP, jit.Pipeline.O2),
+        (kernels.dynamic("f64", "t.t"), jit.Pipeline.SIMPLIFY),  # its packs' element copies
+        # a gemv.t's reduction is unrolled by LLVM (1.18x in L1, f32)
+        (kernels.sliced("gemv.t", "f32"), jit.Pipeline.O2),
         # K unrolled: the work-group loop holds no loop and is open to the vectorizer
         (kernels.batched("f32", 8, 8, 8), jit.Pipeline.O2),
     ],
-    ids=["dynamic gemm", "W3 static", "W2 35x9x35 looped", "scalar loop", "both", "W2 8^3"],
+    ids=[
+        "dynamic gemm",
+        "W3 static",
+        "W2 35x9x35 looped",
+        "scalar loop",
+        "both",
+        "dynamic t.t f64",
+        "gemv.t",
+        "W2 8^3",
+    ],
 )
 def test_a_module_takes_o2_where_a_loop_leaves_llvm_work(
     source: str, pipeline: jit.Pipeline

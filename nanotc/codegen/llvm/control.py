@@ -59,7 +59,7 @@ def _no_wrap_range(
     b.position_at_end(body)
     var = b.phi(I64, name=name)
     var.add_incoming(start, pre)
-    with loop_body(b, vectorize=True):
+    with loop_body(b, open_to_llvm=True):
         yield var
     latch = b.block
     more = b.icmp_unsigned(">", b.sub(stop, var), step)

@@ -141,10 +141,11 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, t: ScalarType) -> ir.Value:
 
 
 class LoopCensus:
-    """Whether a module holds a loop LLVM's loop vectorizer may still have work in: an
-    innermost loop emitted open to it. The compiler's own vector loops are closed to it
-    (`for_range(vectorize=False)`, a `carried_loop` of vectors), so a module of only those
-    needs none of LLVM's vectorizers or unrollers (`runtime.jit.Pipeline`)."""
+    """Whether a module holds a loop LLVM's loop vectorizer or unroller may still have work
+    in: an innermost loop emitted open to either. The compiler's own vector loops, sized as
+    they are, are closed to both (`for_range(vectorize=False, unroll=False)`, a
+    `carried_loop` of vectors with `unroll=False`), so a module of only those needs neither
+    (`runtime.jit.Pipeline`)."""
 
     def __init__(self) -> None:
         self._holds_loops: list[bool] = []  # per open loop: whether a loop was emitted in it
@@ -155,9 +156,9 @@ class LoopCensus:
             self._holds_loops[-1] = True
         self._holds_loops.append(False)
 
-    def leave(self, vectorize: bool) -> None:
+    def leave(self, open_to_llvm: bool) -> None:
         innermost = not self._holds_loops.pop()
-        self.leaves_work_to_llvm |= innermost and vectorize
+        self.leaves_work_to_llvm |= innermost and open_to_llvm
 
 
 _CENSUSES: weakref.WeakKeyDictionary[ir.Module, LoopCensus] = weakref.WeakKeyDictionary()
@@ -172,13 +173,13 @@ def loop_census(module: ir.Module) -> LoopCensus:
 
 
 @contextmanager
-def loop_body(b: ir.IRBuilder, vectorize: bool) -> Iterator[None]:
-    """The with-block is the body of a loop (`vectorize`: open to LLVM's loop vectorizer),
-    recorded in the module's census."""
+def loop_body(b: ir.IRBuilder, open_to_llvm: bool) -> Iterator[None]:
+    """The with-block is the body of a loop (`open_to_llvm`: to LLVM's loop vectorizer or
+    unroller), recorded in the module's census."""
     census = loop_census(b.module)
     census.enter()
     yield
-    census.leave(vectorize)
+    census.leave(open_to_llvm)
 
 
 @contextmanager
@@ -210,7 +211,7 @@ def for_range(
     var.add_incoming(start_v, pre)
     b.cbranch(b.icmp_signed("<", var, stop_v), body, exit_)
     b.position_at_end(body)
-    with loop_body(b, vectorize):
+    with loop_body(b, open_to_llvm=vectorize or unroll):
         yield var
     latch = b.block
     var.add_incoming(b.add(var, step_v, name=f"{name}.next"), latch)
@@ -258,7 +259,7 @@ def carried_loop(
     b.cbranch(b.icmp_signed("<", var, as_value(b, stop)), block, exit_)
     b.position_at_end(block)
     vectors = any(isinstance(v.type, ir.VectorType) for v in init)
-    with loop_body(b, vectorize=not vectors):
+    with loop_body(b, open_to_llvm=unroll or not vectors):
         updated = body(var, list(carried))
     latch = b.block
     var.add_incoming(b.add(var, as_value(b, step)), latch)

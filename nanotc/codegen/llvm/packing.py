@@ -345,10 +345,14 @@ class _PackedBlock:
         return b.load(row, typ=t, align=self.src_t.size)
 
     def copy_elements(self, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
-        """Rows below `valid` copied one by one, the rest of the panel column zeroed."""
+        """Rows below `valid` copied one by one, the rest of the panel column zeroed. Off the
+        hot path (K tails of transposed panels, rows past a partial panel) and closed to
+        LLVM's unroller too, so that a gemm's module needs none of LLVM's loop passes
+        (`helpers.LoopCensus`): the dynamic `.t.n` and `.t.t` gemms ran the same either way
+        (docs/benchmarks.md, thirty-sixth session)."""
         b = self.b
         rows = as_value(b, minimum(b, valid, self.panel))
-        with for_range(b, 0, rows, name="row", vectorize=False) as i:
+        with for_range(b, 0, rows, name="row", vectorize=False, unroll=False) as i:
             ptr = element_ptr(b, src, self.src_t, mul(b, i, self.row_stride))
             if self.src_t == self.dst_t:
                 value = b.load(ptr, typ=memory_type(self.src_t))
