@@ -134,3 +134,17 @@ def test_simplification_leaves_the_hot_loop_as_o2_does(source: str, target: str)
     simplified = hot_loop(source, target, jit.Pipeline.SIMPLIFY)
     assert shape(simplified) == shape(o2)
     assert simplified.count("vfmadd") > 0 and simplified.stack_accesses() == []
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+@pytest.mark.parametrize("trans", ["n.t", "t.n", "t.t"])
+def test_no_innermost_loop_of_a_dynamic_gemm_spills(dt: str, trans: str) -> None:
+    """Under function simplification, every innermost loop of a gemm of run-time sizes
+    (packs, their element copies, tiles of C and of C^T) keeps its values in registers on
+    AVX-512: fully unrolled by LLVM, the packs' element copies had held a pointer per row
+    of a panel and spilled them (f64 `.t.n`: 21 stack accesses an iteration)."""
+    compilation = nanotc.compile(kernels.dynamic(dt, trans), target="avx512", cache=False)
+    assert compilation.pipeline is jit.Pipeline.SIMPLIFY
+    found = asm.loops(compilation.assembly(), "gemm")
+    innermost = [a for a in found if not any(a.contains(b) and b is not a for b in found)]
+    assert len(innermost) > 10 and all(loop.stack_accesses() == [] for loop in innermost)
