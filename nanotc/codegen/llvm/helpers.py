@@ -1,6 +1,6 @@
 """Small emission helpers shared by all instruction families: index arithmetic that folds
 static values, element addressing, the loop helpers (and the census of their loops that
-LLVM's vectorizer may still work on), and scalar conversions."""
+LLVM's vectorizer or unroller may still work on), and scalar conversions."""
 
 from __future__ import annotations
 
