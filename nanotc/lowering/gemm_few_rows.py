@@ -236,17 +236,17 @@ def _row_block_tiles(b: Builder, g: Gemm, rows: Index, target: Target) -> None:
     if not isinstance(rows, int):
         width, micro = COUNTED_ROWS[-1], counted_micro(micro, rows)
     reserved = tile_reserved(t, target)
-    tile = _row_block_tile(t, width, target, reserved)
+    tile = _row_block_tile(t, n_t, width, target, reserved)
     b.region.instructions.extend(tile_output(t.c, (n_t, width, k_t), target, micro, reserved, tile))
 
 
-def _row_block_tile(t: Gemm, width: int, target: Target, reserved: int) -> RegisterTile:
-    """The tile of C^T (`t`'s C): ROW_BLOCK_TILE_VECTORS vectors along N, fewer where that
-    many do not fit the target's registers beside `width` columns and `reserved`. On AVX2's
-    16 registers a 4 x 4 tile spilled 17-20 vectors a k step (the AMX Xeon, `avx2` target,
-    dynamic f32 `.n.t` and `.t.t`)."""
+def _row_block_tile(t: Gemm, rows: int | None, width: int, target: Target,
+                    reserved: int) -> RegisterTile:  # fmt: skip
+    """The tile of C^T (`t`'s C, of `rows` rows): ROW_BLOCK_TILE_VECTORS vectors along N,
+    fewer where that many do not fit the target's registers beside `width` columns and
+    `reserved`. On AVX2's 16 registers a 4 x 4 tile spilled 17-20 vectors a k step (the AMX
+    Xeon, `avx2` target, dynamic f32 `.n.t` and `.t.t`)."""
     lanes = target.lanes(t.c.type.element)
-    rows = gemm_extents(t)[0]
     for vectors in range(ROW_BLOCK_TILE_VECTORS, 1, -1):
         tile = RegisterTile(vectors, width, lanes)
         if fits(tile, target, reserved, rows):
