@@ -17,8 +17,9 @@ bool for i1, int8..int64 (index is int64), float16, ml_dtypes.bfloat16, float32,
   target: f16 and bf16 are computed in f32 everywhere (decision: this double rounding is what
   LLVM's promotion of half types does; it differs from one rounding only for |x| > 2^24 with bf16).
 - float -> float: exact when widening; narrowing rounds once to nearest even. f64 -> bf16 is
-  rounded once as well (numpy/ml_dtypes would go through f32 and round twice, so it is done here
-  by rounding to odd in f32 first, which makes the second rounding exact).
+  rounded once as well (ml_dtypes before 0.7 goes through f32 and rounds twice, so it is done
+  here by rounding to odd in f32 first, which makes the second rounding exact). Numbers bound
+  to a bf16 parameter are rounded the same way, from their double.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def _round_to_odd_f32(x: np.ndarray) -> np.ndarray:
     """f64 values rounded to f32 with round-to-odd: truncate toward zero, then set the last
     mantissa bit when the result is inexact. Rounding that to bf16 (16 fewer mantissa bits)
     to nearest even gives the correctly rounded bf16 of x."""
-    nearest = x.astype(np.float32)
+    with np.errstate(invalid="ignore"):  # a signalling NaN is quieted, as a cast does
+        nearest = x.astype(np.float32)
     back = nearest.astype(np.float64)
     inexact = (back != x) & ~np.isnan(x)
     toward_zero = np.where(

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
+from nanotc.ir.conversions import convert_scalar
 from nanotc.ir.core import Function, walk
 from nanotc.ir.instructions import Load, is_group_id
 from nanotc.ir.types import (
@@ -424,16 +425,17 @@ def bind_scalar(name: str, t: ScalarType, value: Any) -> np.generic:
         raise ArgumentError(name, f"a real number ({t})", _describe(value))
     if _overflows(t, value):
         raise ArgumentError(name, f"a real number within {t}'s range", _describe(value))
-    if t is ScalarType.BF16 and isinstance(value, int):
-        value = float(value)  # ml_dtypes takes no Python integer past int64
+    if t is ScalarType.BF16:
+        # rounded once from the number's double, as the language's f64 -> bf16 cast rounds;
+        # ml_dtypes rounds twice (through f32) before 0.7 and takes no integer past int64
+        return convert_scalar(float(value), ScalarType.F64, ScalarType.BF16)
     return dtype.type(value)
 
 
-# the least magnitude each float type rounds to infinity: its largest value plus half an ulp;
-# for bf16 less half an f32 ulp, as ml_dtypes rounds a float to f32 first
+# the least magnitude each float type rounds to infinity: its largest value plus half an ulp
 _ROUNDS_TO_INFINITY = {
     ScalarType.F16: float.fromhex("0x1.ffep15"),
-    ScalarType.BF16: float.fromhex("0x1.feffffp127"),
+    ScalarType.BF16: float.fromhex("0x1.ffp127"),
     ScalarType.F32: float.fromhex("0x1.ffffffp127"),
     ScalarType.F64: math.inf,
 }

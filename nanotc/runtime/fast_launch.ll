@@ -393,9 +393,10 @@ entry:
   ret { i64, i1 } %result
 }
 
-; A finite double's bits as a bfloat16: rounded to f32 first, then to bf16's 8 significand
-; bits, ties to even both times, as ml_dtypes rounds a Python float; refused where it is not
-; finite or rounds to an infinity.
+; A finite double's bits as a bfloat16, rounded once to nearest, ties to even, as the
+; language's f64 -> bf16 cast rounds: to f32 by rounding to odd (toward zero, the last bit set
+; where inexact), which keeps the second rounding, to bf16's 8 significand bits, exact; refused
+; where it is not finite or rounds to an infinity.
 define private { i64, i1 } @to_bf16(i64 %bits) {
 entry:
   %exp = call i64 @exponent_of(i64 %bits)
@@ -405,7 +406,17 @@ entry:
   %bits32 = bitcast float %single to i32
   %wide = zext i32 %bits32 to i64
   %sign = and i64 %wide, 2147483648
-  %magnitude32 = and i64 %wide, 2147483647
+  %nearest32 = and i64 %wide, 2147483647
+  %back = fpext float %single to double
+  %inexact = fcmp one double %back, %double
+  %magnitude = call double @llvm.fabs.f64(double %double)
+  %back_magnitude = call double @llvm.fabs.f64(double %back)
+  %rounded_up = fcmp ogt double %back_magnitude, %magnitude
+  %step_back = and i1 %inexact, %rounded_up
+  %down = zext i1 %step_back to i64
+  %toward_zero = sub i64 %nearest32, %down
+  %sticky = zext i1 %inexact to i64
+  %magnitude32 = or i64 %toward_zero, %sticky
   %kept = call i64 @round_right(i64 %magnitude32, i64 16)
   %in_range = icmp ult i64 %kept, 32640
   %ok = and i1 %finite, %in_range
